@@ -1,0 +1,124 @@
+"""The database one ``Memory`` owns: a writer actor and a pool of read-only connections."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.abc
+
+from ..errors import StorageError
+from .drivers import Connection, connect
+from .schema import check_existing, migrate
+from .writer import BEGIN_ATTEMPTS, Writer, is_busy, storage_error
+
+T = TypeVar("T")
+
+
+class Database:
+    """Writes go through the actor; reads take a read-only connection from the pool.
+
+    Readers see the last committed state (WAL snapshots), so a read never waits for
+    the writer, and the writer never waits for a read.
+    """
+
+    def __init__(self, path: Path, writer: Writer, readers: list[Connection]) -> None:
+        self.path = path
+        self.writer = writer
+        self._free_readers = list(readers)
+        self._reader_available = anyio.Semaphore(len(readers))
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, path: str | os.PathLike[str], *, readers: int = 2
+    ) -> AsyncIterator[Database]:
+        """Migrate ``path`` (creating it if needed) and open its connections.
+
+        The caller must start ``db.writer.serve`` in its task group and close the writer
+        before leaving this context.
+        """
+        path = await anyio.to_thread.run_sync(prepare_file, path)
+        write_conn = await _connect(path, readonly=False)
+        opened: list[Connection] = [write_conn]
+        try:
+            await _with_busy_retry(write_conn, enable_wal)
+            await _with_busy_retry(write_conn, migrate)
+            for _ in range(readers):  # appended one by one, so a cancelled open closes each
+                opened.append(await _connect(path, readonly=True))
+            yield cls(path, Writer(write_conn), opened[1:])
+        finally:
+            with anyio.CancelScope(shield=True):
+                for conn in reversed(opened):  # the writer closes last and checkpoints
+                    await conn.close()
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in a write transaction; returns after COMMIT."""
+        return await self.writer.submit(fn)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in a read transaction on a read-only connection."""
+        async with self._reader_available:
+            conn = self._free_readers.pop()
+            try:
+                return await conn.run(lambda c: read_snapshot(c, fn))
+            except sqlite3.Error as exc:
+                raise storage_error(exc) from None
+            finally:
+                self._free_readers.append(conn)
+
+
+def read_snapshot(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Every statement of ``fn`` sees the same committed snapshot."""
+    conn.execute("begin")
+    try:
+        return fn(conn)
+    finally:
+        conn.execute("rollback")
+
+
+def enable_wal(conn: sqlite3.Connection) -> None:
+    mode = conn.execute("pragma journal_mode = wal").fetchone()[0]
+    if mode != "wal":
+        raise StorageError("the database could not be switched to WAL mode")
+
+
+def prepare_file(path: str | os.PathLike[str]) -> Path:
+    """Refuse a file amem must not touch before writing anything; create a missing one.
+
+    A new file is created readable by its owner only; SQLite gives its WAL the same mode.
+    """
+    path = Path(path).expanduser().absolute()
+    check_existing(path)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    return path
+
+
+async def _connect(path: Path, *, readonly: bool) -> Connection:
+    try:
+        return await connect(str(path), readonly=readonly)
+    except sqlite3.Error as exc:
+        raise StorageError("the database file cannot be opened", code="not_a_database") from exc
+
+
+async def _with_busy_retry(conn: Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Start-up steps: another process starting at the same moment may hold the lock."""
+    for attempt in range(BEGIN_ATTEMPTS):
+        try:
+            return await conn.run(fn)
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or attempt == BEGIN_ATTEMPTS - 1:
+                raise storage_error(exc) from None
+            await anyio.sleep(0.05 * (attempt + 1))
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(
+                "the file is not a usable SQLite database", code="not_a_database"
+            ) from exc
+    raise AssertionError("unreachable")

@@ -1,0 +1,231 @@
+"""The database schema and its migrations, tracked by ``PRAGMA user_version``.
+
+v1  authoritative tables (events, personas, memories, relations, checkpoints) and the
+    rebuildable caches (embeddings; search_docs + search_fts, an external-content FTS5
+    index over segmented text)
+v2  gists and cue keys on memories, lookup indexes
+v3  scoped host-capture cursors
+
+Each migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
+after taking the write lock, so processes that start at the same time on a new file
+migrate it exactly once. A file whose version is newer than ``SCHEMA_VERSION`` is refused
+before anything is written to it. Future incompatible changes add a migration here; they
+never recreate tables silently.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import StorageError
+from .drivers import open_sqlite
+
+SCHEMA_VERSION = 3
+
+V1 = (
+    """
+    create table events (
+        seq integer primary key autoincrement,
+        id text not null unique,
+        persona text not null,
+        project text not null,
+        session text,
+        role text not null check (role in ('user', 'assistant', 'system', 'tool')),
+        category text not null
+            check (category in ('conversation', 'reference', 'persona', 'correction')),
+        source text,
+        text text not null,
+        occurred_at text not null,
+        ingested_at text not null,
+        status text not null
+            check (status in ('stored', 'pending', 'extracted', 'failed', 'amended')),
+        error text,
+        attempts integer not null default 0
+    )
+    """,
+    """
+    create table personas (
+        persona text not null,
+        version integer not null check (version >= 1),
+        text text not null,
+        note text,
+        created_at text not null,
+        primary key (persona, version)
+    ) without rowid
+    """,
+    """
+    create table memories (
+        num integer primary key autoincrement,
+        id text not null unique,
+        persona text not null,
+        project text not null,
+        event_id text not null references events (id),
+        text text not null,
+        quote text not null,
+        quote_start integer not null,
+        quote_end integer not null,
+        kind text not null check (kind in
+            ('fact', 'preference', 'agreement', 'growth', 'episode', 'observation', 'emotion')),
+        basis text not null
+            check (basis in ('user_statement', 'assistant_expression', 'inference')),
+        confidence real not null check (confidence between 0 and 1),
+        subject text,
+        fact_key text,
+        valid_at text not null,
+        invalid_at text,
+        revoked_at text,
+        emotion text,
+        valence real,
+        arousal real,
+        created_at text not null
+    )
+    """,
+    """
+    create table relations (
+        from_id text not null references memories (id) on delete cascade,
+        to_id text not null references memories (id) on delete cascade,
+        kind text not null check (kind in ('related', 'corrects')),
+        persona text not null,
+        project text not null,
+        created_at text not null,
+        primary key (from_id, to_id, kind)
+    ) without rowid
+    """,
+    """
+    create table checkpoints (
+        num integer primary key autoincrement,
+        persona text not null,
+        project text not null,
+        session text not null,
+        goal text not null,
+        completed text not null,
+        pending text not null,
+        constraints text not null,
+        next_action text,
+        covered_seq integer,
+        created_at text not null,
+        invalidated_at text
+    )
+    """,
+    """
+    create table embeddings (
+        memory_id text not null references memories (id) on delete cascade,
+        fingerprint text not null,
+        dim integer not null,
+        vector blob not null,
+        text_hash text not null,
+        created_at text not null,
+        primary key (memory_id, fingerprint)
+    ) without rowid
+    """,
+    """
+    create table search_docs (
+        num integer primary key,
+        persona text not null,
+        project text not null,
+        doc_kind text not null check (doc_kind in ('memory', 'event')),
+        ref text not null,
+        tokens text not null,
+        unique (doc_kind, ref)
+    )
+    """,
+    """
+    create virtual table search_fts using fts5 (
+        tokens, content = 'search_docs', content_rowid = 'num',
+        tokenize = 'unicode61 remove_diacritics 2'
+    )
+    """,
+)
+
+V2 = (
+    "alter table memories add column gist text",
+    "alter table memories add column cue_key text",
+    "create index events_by_scope_session on events (persona, project, session, seq)",
+    "create index events_by_scope_status on events (persona, project, status)",
+    "create index memories_by_event on memories (event_id)",
+    "create index memories_by_fact on memories (persona, project, subject, fact_key, valid_at)",
+    "create index memories_by_scope_kind on memories (persona, project, kind, valid_at)",
+    "create index relations_by_target on relations (to_id)",
+    "create index checkpoints_by_session on checkpoints (persona, project, session, num)",
+    "create index search_docs_by_scope on search_docs (persona, project)",
+)
+
+V3 = (
+    """
+    create table capture_cursors (
+        persona text not null,
+        project text not null,
+        instance text not null,
+        position integer not null check (position >= 0),
+        last_event_id text,
+        updated_at text not null,
+        primary key (persona, project, instance)
+    ) without rowid
+    """,
+)
+
+MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = ((1, V1), (2, V2), (3, V3))
+
+
+def check_existing(path: Path) -> None:
+    """Refuse, without writing a byte, a file amem must not migrate.
+
+    That is a newer schema version, a SQLite file holding someone else's tables, or
+    something that is not SQLite at all. A missing or empty file is fine (it is new).
+    """
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        conn = open_sqlite(str(path), readonly=True)
+    except sqlite3.Error as exc:
+        raise StorageError("the database file cannot be opened", code="not_a_database") from exc
+    try:
+        version = int(conn.execute("pragma user_version").fetchone()[0])
+        refuse_newer(version)
+        if version == 0:
+            refuse_foreign(conn)
+    except sqlite3.DatabaseError as exc:
+        raise StorageError("the file is not a SQLite database", code="not_a_database") from exc
+    finally:
+        conn.close()
+
+
+def refuse_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise StorageError(
+            f"the database was written by a newer amem (schema version {version}, this "
+            f"amem reads up to {SCHEMA_VERSION}); upgrade amem to open it",
+            code="schema_too_new",
+        )
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database up to ``SCHEMA_VERSION``, one transaction per step."""
+    for target, statements in MIGRATIONS:
+        conn.execute("begin immediate")
+        try:
+            version = int(conn.execute("pragma user_version").fetchone()[0])
+            refuse_newer(version)
+            if version == 0 and target == 1:
+                refuse_foreign(conn)
+            if version == target - 1:
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute(f"pragma user_version = {target}")
+            conn.execute("commit")
+        except BaseException:
+            conn.execute("rollback")
+            raise
+    return SCHEMA_VERSION
+
+
+def refuse_foreign(conn: sqlite3.Connection) -> None:
+    """A version-0 file that already holds tables belongs to someone else."""
+    row = conn.execute("select count(*) from sqlite_master where name not like 'sqlite_%'")
+    if row.fetchone()[0]:
+        raise StorageError(
+            "the file holds tables that amem did not create; point amem at a new file",
+            code="not_amem_database",
+        )

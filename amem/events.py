@@ -1,0 +1,116 @@
+"""Original events: insert (idempotent by ID) and read back. Plain functions of a connection."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from .errors import Conflict, NotFound
+from .inputs import from_db_time
+from .models import Event, EventReceipt, EventStatus, Evidence
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """A validated event, ready to insert; times are already in their stored form."""
+
+    id: str
+    persona: str
+    project: str
+    session: str | None
+    role: str
+    category: str
+    source: str | None
+    text: str
+    occurred_at: str
+    occurred_at_given: bool
+    ingested_at: str
+    status: EventStatus
+
+
+INSERT_EVENT = """
+insert into events
+    (id, persona, project, session, role, category, source, text,
+     occurred_at, ingested_at, status)
+values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+on conflict (id) do nothing
+"""
+
+SELECT_EVENT = """
+select seq, id, persona, project, session, role, category, source, text,
+       occurred_at, ingested_at, status, error
+from events where id = ?
+"""
+
+SELECT_MEMORY_IDS = "select id from memories where event_id = ? and revoked_at is null order by num"
+
+
+def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
+    """Store ``event``, or acknowledge the identical event already stored under its ID."""
+    cursor = conn.execute(
+        INSERT_EVENT,
+        (
+            event.id, event.persona, event.project, event.session, event.role,
+            event.category, event.source, event.text, event.occurred_at,
+            event.ingested_at, event.status,
+        ),
+    )  # fmt: skip
+    if cursor.rowcount == 1:
+        return EventReceipt(
+            event_id=event.id, seq=cursor.lastrowid or 0, status=event.status, memory_ids=[],
+            duplicate=False, persona=event.persona, project=event.project,
+            session=event.session, occurred_at=from_db_time(event.occurred_at),
+            ingested_at=from_db_time(event.ingested_at),
+        )  # fmt: skip
+    existing = conn.execute(SELECT_EVENT, (event.id,)).fetchone()
+    if not same_payload(existing, event):
+        raise Conflict(
+            "an event with this event_id already exists with a different payload or scope",
+            code="duplicate_conflict",
+        )
+    memory_ids = [row[0] for row in conn.execute(SELECT_MEMORY_IDS, (event.id,))]
+    return EventReceipt(
+        event_id=event.id, seq=existing[0], status=existing[11], memory_ids=memory_ids,
+        duplicate=True, persona=existing[2], project=existing[3], session=existing[4],
+        occurred_at=from_db_time(existing[9]), ingested_at=from_db_time(existing[10]),
+    )  # fmt: skip
+
+
+def same_payload(row: tuple[object, ...], event: NewEvent) -> bool:
+    """A resubmission matches when scope and payload agree; an omitted time matches any."""
+    _, _, persona, project, session, role, category, source, text, occurred_at, *_ = row
+    return (
+        (persona, project, session, role, category, source, text)
+        == (event.persona, event.project, event.session, event.role,
+            event.category, event.source, event.text)
+        and (not event.occurred_at_given or occurred_at == event.occurred_at)
+    )  # fmt: skip
+
+
+def read_event(
+    conn: sqlite3.Connection, persona: str, project: str, event_id: str, offset: int, limit: int
+) -> Evidence:
+    """A page of an event's original text; events of other scopes read as absent."""
+    row = conn.execute(SELECT_EVENT, (event_id,)).fetchone()
+    if row is None or (row[2], row[3]) != (persona, project):
+        raise NotFound("no event or memory with this id in this scope")
+    text: str = row[8]
+    event = event_from_row(row)
+    end = offset + limit
+    return Evidence(
+        id=event_id, persona=persona, project=project, event=event, text=text[offset:end],
+        offset=offset, limit=limit, total_chars=len(text),
+        next_offset=end if end < len(text) else None,
+    )  # fmt: skip
+
+
+def event_from_row(row: tuple[object, ...]) -> Event:
+    seq, id_, persona, project, session, role, category, source, text, occ, ing, status, error = row
+    return Event.model_validate(
+        {
+            "id": id_, "seq": seq, "persona": persona, "project": project,
+            "session": session, "role": role, "category": category, "source": source,
+            "occurred_at": occ, "ingested_at": ing, "status": status, "error": error,
+            "chars": len(text),  # type: ignore[arg-type]
+        }
+    )  # fmt: skip

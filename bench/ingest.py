@@ -1,0 +1,359 @@
+"""Event ingest bench: many concurrent sessions submitting events through amem.
+
+Measures (SPEC section 8, "Many sessions", before indexing exists):
+
+- amem-asyncio / amem-trio: ``--sessions`` concurrent anyio tasks (one per simulated
+  session) submit ``--events`` short mixed Chinese/English events in total through the
+  public API (``scope.submit_event``), each on a fresh database file. Reports events/s,
+  per-call ack latency p50/p99, errors, lock errors, writer commits, and afterwards checks
+  that every acknowledged event is in the file (``missing``).
+- raw: plain ``sqlite3`` in one thread inserting the same rows into amem's own schema
+  (same pragmas, amem's ``INSERT_EVENT``) in 256-row ``BEGIN IMMEDIATE`` transactions.
+- per_event: one transaction per event through one shared ``aiosqlite`` connection from
+  the same number of concurrent asyncio tasks, each transaction guarded by an anyio Lock.
+
+Prints one table, then one JSON line per amem backend. Targets are printed, not asserted.
+
+Run:  uv run python bench/ingest.py [--events 20000] [--sessions 1000] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import aiosqlite
+import anyio
+
+import amem
+from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite
+from amem.db.schema import migrate
+from amem.events import INSERT_EVENT
+from amem.inputs import db_time, utc_now
+
+PERSONA, PROJECT = "bench", "ingest"
+RAW_BATCH = 256
+TARGET_RATIO, TARGET_PER_EVENT = 0.15, 5.0
+
+EN_WORDS = (
+    "the", "user", "prefers", "green", "tea", "in", "morning", "and", "reads", "papers",
+    "about", "memory", "project", "deadline", "moved", "to", "friday", "please", "remind",
+    "me", "meeting", "with", "alice", "database", "backup", "finished", "without", "errors",
+    "travel", "shanghai", "next", "week",
+)  # fmt: skip
+ZH_WORDS = (
+    "我", "喜欢", "早上", "喝", "绿茶", "项目", "截止", "日期", "改到", "周五", "请", "提醒",
+    "开会", "数据库", "备份", "完成", "下周", "去", "上海", "出差", "记忆", "用户", "偏好",
+    "今天", "天气", "很好", "我们", "讨论", "方案",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Ev:
+    id: str
+    session: str
+    role: str
+    text: str
+    occurred_at: str  # amem's stored time form, accepted as input too
+
+
+@dataclass
+class Result:
+    name: str
+    events_per_s: float
+    latencies: list[float]
+    errors: int = 0
+    lock_errors: int = 0
+    commits: int | None = None
+    missing: int | None = None
+    acked: int = 0
+
+
+def make_text(rng: random.Random) -> str:
+    kind = rng.randrange(3)
+    n = rng.randint(3, 12)
+    if kind == 0:
+        return " ".join(rng.choices(EN_WORDS, k=n))
+    if kind == 1:
+        return "".join(rng.choices(ZH_WORDS, k=n))
+    return " ".join(rng.choice(ZH_WORDS) + rng.choice(EN_WORDS) for _ in range(n // 2 + 1))
+
+
+def make_workload(events: int, sessions: int, seed: int) -> list[list[Ev]]:
+    """Deterministic events, dealt round-robin to ``sessions`` sessions."""
+    rng = random.Random(seed)
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    per_session: list[list[Ev]] = [[] for _ in range(sessions)]
+    for i in range(events):
+        s = i % sessions
+        ev = Ev(
+            id=f"evt_{i:08d}",
+            session=f"sess_{s:05d}",
+            role="user" if (i // sessions) % 2 == 0 else "assistant",
+            text=make_text(rng),
+            occurred_at=db_time(start + timedelta(seconds=i)),
+        )
+        per_session[s].append(ev)
+    return per_session
+
+
+def percentile_ms(values: list[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] * 1000
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    code = getattr(exc, "code", None)
+    return "locked" in text or "busy" in text or code == "database_busy"
+
+
+def fresh_db(path: Path) -> None:
+    """A new file with amem's schema, created with amem's own pragmas."""
+    conn = open_sqlite(str(path), readonly=False)
+    try:
+        conn.execute("pragma journal_mode = wal")
+        migrate(conn)
+    finally:
+        conn.close()
+
+
+def stored_ids(path: Path) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {row[0] for row in conn.execute("select id from events")}
+    finally:
+        conn.close()
+
+
+def row(ev: Ev, ingested_at: str) -> tuple[object, ...]:
+    return (
+        ev.id, PERSONA, PROJECT, ev.session, ev.role, "conversation", None, ev.text,
+        ev.occurred_at, ingested_at, "stored",
+    )  # fmt: skip
+
+
+def run_amem(path: Path, workload: list[list[Ev]], backend: str) -> Result:
+    """Every session is one task submitting its events in order through the public API."""
+    latencies: list[float] = []
+    acked: list[str] = []
+    failures: list[BaseException] = []
+    commits = 0
+    elapsed = 0.0
+
+    async def session_task(scope: amem.Scope, events: list[Ev]) -> None:
+        for ev in events:
+            t0 = time.perf_counter()
+            try:
+                await scope.submit_event(
+                    ev.text, role=ev.role, event_id=ev.id, session=ev.session,
+                    occurred_at=ev.occurred_at,
+                )  # fmt: skip
+            except Exception as exc:
+                failures.append(exc)
+            else:
+                latencies.append(time.perf_counter() - t0)
+                acked.append(ev.id)
+
+    async def main() -> None:
+        nonlocal commits, elapsed
+        settings = amem.Settings(extract_base_url=None, extract_model=None)
+        async with amem.open(path, settings=settings) as mem:
+            scope = mem.scope(persona=PERSONA, project=PROJECT)
+            start = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for events in workload:
+                    tg.start_soon(session_task, scope, events)
+            elapsed = time.perf_counter() - start
+            commits = mem._db.writer.commits
+
+    anyio.run(main, backend=backend)
+    for exc in failures[:5]:
+        print(f"  amem-{backend} error: {type(exc).__name__}: {exc}")
+    return Result(
+        name=f"amem-{backend}",
+        events_per_s=len(acked) / elapsed,
+        latencies=latencies,
+        errors=len(failures),
+        lock_errors=sum(is_lock_error(exc) for exc in failures),
+        commits=commits,
+        missing=len(set(acked) - stored_ids(path)),
+        acked=len(acked),
+    )
+
+
+def run_raw(path: Path, workload: list[list[Ev]]) -> Result:
+    """One thread, plain sqlite3, amem's schema and INSERT_EVENT, 256 rows per commit."""
+    fresh_db(path)
+    events = [ev for events in workload for ev in events]
+    conn = open_sqlite(str(path), readonly=False)
+    try:
+        start = time.perf_counter()
+        for i in range(0, len(events), RAW_BATCH):
+            now = db_time(utc_now())
+            conn.execute("begin immediate")
+            conn.executemany(INSERT_EVENT, [row(ev, now) for ev in events[i : i + RAW_BATCH]])
+            conn.execute("commit")
+        elapsed = time.perf_counter() - start
+    finally:
+        conn.close()
+    stored = len(stored_ids(path))
+    return Result("raw", stored / elapsed, [], missing=len(events) - stored, acked=stored)
+
+
+def run_per_event(path: Path, workload: list[list[Ev]]) -> Result:
+    """Concurrent asyncio tasks, one shared aiosqlite connection, one transaction per event."""
+    fresh_db(path)
+    latencies: list[float] = []
+    failures: list[BaseException] = []
+    elapsed = 0.0
+
+    async def session_task(conn: aiosqlite.Connection, lock: anyio.Lock, events: list[Ev]) -> None:
+        for ev in events:
+            t0 = time.perf_counter()
+            try:
+                async with lock:
+                    await conn.execute("begin immediate")
+                    try:
+                        await conn.execute(INSERT_EVENT, row(ev, db_time(utc_now())))
+                        await conn.execute("commit")
+                    except BaseException:
+                        await conn.execute("rollback")
+                        raise
+            except Exception as exc:
+                failures.append(exc)
+            else:
+                latencies.append(time.perf_counter() - t0)
+
+    async def main() -> None:
+        nonlocal elapsed
+        async with aiosqlite.connect(path, isolation_level=None) as conn:
+            for pragma in (
+                f"busy_timeout = {BUSY_TIMEOUT_MS}",
+                "foreign_keys = on",
+                "synchronous = full",
+                "journal_mode = wal",
+            ):
+                await conn.execute(f"pragma {pragma}")
+            lock = anyio.Lock()
+            start = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for events in workload:
+                    tg.start_soon(session_task, conn, lock, events)
+            elapsed = time.perf_counter() - start
+
+    anyio.run(main, backend="asyncio")
+    return Result(
+        name="per_event",
+        events_per_s=len(latencies) / elapsed,
+        latencies=latencies,
+        errors=len(failures),
+        lock_errors=sum(is_lock_error(exc) for exc in failures),
+        acked=len(latencies),
+    )
+
+
+def fmt(value: float | int | None, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, spec)
+
+
+def report(results: list[Result], raw: Result, per_event: Result, args: argparse.Namespace) -> None:
+    header = (
+        f"{'run':<13} {'events/s':>10} {'ack p50 ms':>11} {'ack p99 ms':>11} {'errors':>7} "
+        f"{'lock err':>9} {'x raw':>7} {'x per_event':>12} {'commits':>8} {'missing':>8}"
+    )
+    print()
+    print(f"ingest: {args.events} events, {args.sessions} sessions, seed {args.seed}")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        is_raw = r is raw
+        print(
+            f"{r.name:<13} {r.events_per_s:>10,.0f} "
+            f"{fmt(percentile_ms(r.latencies, 0.5), '.2f'):>11} "
+            f"{fmt(percentile_ms(r.latencies, 0.99), '.2f'):>11} "
+            f"{fmt(None if is_raw else r.errors, 'd'):>7} "
+            f"{fmt(None if is_raw else r.lock_errors, 'd'):>9} "
+            f"{r.events_per_s / raw.events_per_s:>7.3f} "
+            f"{r.events_per_s / per_event.events_per_s:>12.2f} "
+            f"{fmt(r.commits, 'd'):>8} {fmt(r.missing, 'd'):>8}"
+        )
+    print()
+    for r in results:
+        if not r.name.startswith("amem-"):
+            continue
+        ratio = r.events_per_s / raw.events_per_s
+        ratio_pe = r.events_per_s / per_event.events_per_s
+        checks = [
+            f"ratio {ratio:.3f} (target >= {TARGET_RATIO}"
+            + (", set for asyncio" if r.name == "amem-trio" else "")
+            + f": {'ok' if ratio >= TARGET_RATIO else 'MISS'})",
+            f"x per_event {ratio_pe:.2f} (target >= {TARGET_PER_EVENT}: "
+            f"{'ok' if ratio_pe >= TARGET_PER_EVENT else 'MISS'})",
+            f"errors {r.errors} (target 0: {'ok' if r.errors == 0 else 'MISS'})",
+            f"missing {r.missing} (target 0: {'ok' if r.missing == 0 else 'MISS'})",
+        ]
+        print(f"{r.name} targets: " + "; ".join(checks))
+    print()
+    for r in results:
+        if not r.name.startswith("amem-"):
+            continue
+        line = {
+            "bench": "ingest",
+            "backend": r.name.removeprefix("amem-"),
+            "events": args.events,
+            "sessions": args.sessions,
+            "acked": r.acked,
+            "events_per_s": round(r.events_per_s, 1),
+            "ack_p50_ms": round(percentile_ms(r.latencies, 0.5), 3),
+            "ack_p99_ms": round(percentile_ms(r.latencies, 0.99), 3),
+            "errors": r.errors,
+            "lock_errors": r.lock_errors,
+            "ratio": round(r.events_per_s / raw.events_per_s, 4),
+            "ratio_per_event": round(r.events_per_s / per_event.events_per_s, 3),
+            "commits": r.commits,
+            "missing": r.missing,
+            "raw_events_per_s": round(raw.events_per_s, 1),
+            "per_event_events_per_s": round(per_event.events_per_s, 1),
+        }
+        print(json.dumps(line))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20_000, help="total events per run")
+    parser.add_argument("--sessions", type=int, default=1_000, help="concurrent sessions")
+    parser.add_argument("--seed", type=int, default=1, help="seed for the generated texts")
+    parser.add_argument("--dir", type=Path, default=None, help="where to put the temp files")
+    args = parser.parse_args()
+    if args.events < 1 or args.sessions < 1:
+        parser.error("--events and --sessions must be positive")
+
+    workload = make_workload(args.events, args.sessions, args.seed)
+    with tempfile.TemporaryDirectory(prefix="amem-bench-", dir=args.dir) as tmp:
+        tmp_dir = Path(tmp)
+        raw = run_raw(tmp_dir / "raw.db", workload)
+        per_event = run_per_event(tmp_dir / "per_event.db", workload)
+        results = [
+            run_amem(tmp_dir / "amem-asyncio.db", workload, "asyncio"),
+            run_amem(tmp_dir / "amem-trio.db", workload, "trio"),
+            raw,
+            per_event,
+        ]
+    report(results, raw, per_event, args)
+
+
+if __name__ == "__main__":
+    main()

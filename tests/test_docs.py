@@ -1,0 +1,72 @@
+"""The docs cover every public name and CLI command, and their Python examples run."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import amem
+from amem.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+EXPECTED_OUTPUT = re.compile(r"# -> (.+)$", re.MULTILINE)
+"""``print(x)  # -> shown`` in an example claims the line it prints; the test checks it."""
+
+
+def python_examples() -> list[tuple[str, str]]:
+    return [
+        (f"{path.name}#{n}", code)
+        for path in DOC_FILES
+        for n, code in enumerate(PYTHON_BLOCK.findall(path.read_text()))
+    ]
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert amem.__all__ == sorted(amem.__all__)
+    for name in amem.__all__:
+        assert hasattr(amem, name), name
+
+
+def test_every_public_name_has_a_section_in_the_api_docs() -> None:
+    api = (ROOT / "docs" / "python-api.md").read_text()
+    headings = set(re.findall(r"^#{2,3} `(\w+)`", api, re.MULTILINE))
+    assert set(amem.__all__) <= headings, set(amem.__all__) - headings
+
+
+@pytest.mark.parametrize("cls", [amem.Memory, amem.Scope])
+def test_every_public_method_is_documented(cls: type) -> None:
+    api = (ROOT / "docs" / "python-api.md").read_text()
+    public = [name for name, _ in inspect.getmembers(cls) if not name.startswith("_")]
+    missing = [name for name in public if f"{name}" not in api]
+    assert not missing
+
+
+def test_every_cli_command_is_documented() -> None:
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for command in commands:
+        assert f"## `amem {command}`" in cli, command
+
+
+@pytest.mark.parametrize(("name", "code"), python_examples(), ids=lambda v: v[:40])
+def test_docs_examples_run(name: str, code: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, f"{name}\n{result.stderr}"
+    expected = EXPECTED_OUTPUT.findall(code)
+    printed = result.stdout.splitlines()
+    assert len(printed) == len(expected), (name, printed)
+    for line, claim in zip(printed, expected, strict=True):
+        claim = re.sub(r"\s{2,}\(.*\)$", "", claim)  # "# -> 1  (a note)": the note is prose
+        if claim.endswith(" ..."):
+            assert line.startswith(claim.removesuffix(" ...")), (name, line)
+        else:
+            assert line == claim, (name, line)

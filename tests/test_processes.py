@@ -1,0 +1,81 @@
+"""Several OS processes write to one database file at once, starting on a file that does not
+exist yet (so they also race to create and migrate it). Nobody sees "database is locked",
+nothing is lost, and the file ends up migrated once and intact.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import anyio
+import pytest
+from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
+
+import amem
+
+pytestmark = pytest.mark.anyio
+
+
+PROCESSES = 3
+EVENTS = 300
+"""Events each process submits."""
+TASKS = 8
+"""Concurrent submitting tasks inside each process."""
+
+
+async def test_processes_share_one_new_file(anyio_backend: str, tmp_path: Path) -> None:
+    db_path = tmp_path / "fresh" / "memory.db"
+    assert not db_path.exists()
+
+    async with common.spawner(anyio_backend, tmp_path) as spawn:
+        children = [
+            await spawn.start("concurrent_writer.py", db_path, f"p{n}", EVENTS, TASKS)
+            for n in range(PROCESSES)
+        ]
+        for child in children:  # all imported, so "go" releases them onto the file together
+            await child.ready.wait()
+        for child in children:
+            await child.go()
+        for child in children:
+            await child.finish()
+
+    acked: dict[str, int] = {}
+    for child in children:
+        assert child.returncode == 0, child.describe()
+        assert child.errors == [], child.describe()
+        assert child.unexpected == [], child.describe()
+        assert child.summary == {"acked": EVENTS, "errors": 0, "locked": 0}, child.describe()
+        assert len(child.acks) == EVENTS
+        assert "locked" not in child.stderr_path.read_text().lower(), child.describe()
+        for event_id, seq, duplicate in child.acks:
+            assert not duplicate, event_id
+            assert event_id not in acked
+            acked[event_id] = seq
+    assert len(acked) == PROCESSES * EVENTS
+    assert len(set(acked.values())) == len(acked), "two acknowledged events share a seq"
+
+    async with amem.open(db_path, settings=amem.Settings()) as mem:
+        scope = mem.scope(persona=common.PERSONA, project=common.PROJECT)
+        for event_id, seq in acked.items():
+            page = await scope.read(event_id, limit=100_000)
+            assert page.text == common.payload(event_id), event_id
+            assert page.event.seq == seq
+            assert page.event.session == common.session(event_id)
+
+    rows, user_version, integrity = await anyio.to_thread.run_sync(inspect_file, db_path)
+    assert integrity == [("ok",)]
+    assert user_version == 3
+    assert rows == {event_id: (seq, common.payload(event_id)) for event_id, seq in acked.items()}
+
+
+def inspect_file(db_path: Path) -> tuple[dict[str, tuple[int, str]], int, list[tuple[str]]]:
+    with closing(sqlite3.connect(db_path)) as conn:
+        rows = {
+            event_id: (seq, text)
+            for event_id, seq, text in conn.execute("select id, seq, text from events")
+        }
+        user_version = conn.execute("pragma user_version").fetchone()[0]
+        integrity = conn.execute("pragma integrity_check").fetchall()
+    return rows, user_version, integrity

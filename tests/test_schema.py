@@ -1,0 +1,127 @@
+"""Schema versions, migrations and refusing files amem must not touch."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+import amem
+from amem.db.schema import MIGRATIONS, SCHEMA_VERSION
+
+pytestmark = pytest.mark.anyio
+
+
+def sqlite_value(path: Path, sql: str) -> object:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_old_database(path: Path, version: int) -> None:
+    """A file as an older amem left it: migrations up to ``version``, one event."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for target, statements in MIGRATIONS[:version]:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute(f"pragma user_version = {target}")
+    conn.execute(
+        "insert into events (id, persona, project, session, role, category, source, text,"
+        " occurred_at, ingested_at, status) values ('old-1', 'p', 'q', null, 'user',"
+        " 'conversation', null, '旧的事件', '2025-01-01T00:00:00.000000Z',"
+        " '2025-01-01T00:00:00.000000Z', 'stored')"
+    )
+    conn.close()
+
+
+async def test_a_new_file_is_at_the_current_version_in_wal_mode(db_path: Path) -> None:
+    async with amem.open(db_path):
+        assert sqlite_value(db_path, "pragma journal_mode") == "wal"
+    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION == 3
+    tables = {
+        "events", "personas", "memories", "relations", "checkpoints", "embeddings",
+        "search_docs", "search_fts", "capture_cursors",
+    }  # fmt: skip
+    names = sqlite3.connect(db_path).execute("select name from sqlite_master").fetchall()
+    assert tables <= {name for (name,) in names}
+
+
+async def test_new_file_is_private_to_its_owner(db_path: Path) -> None:
+    async with amem.open(db_path):
+        pass
+    assert db_path.stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_older_versions_migrate_and_keep_their_data(db_path: Path, version: int) -> None:
+    make_old_database(db_path, version)
+    async with amem.open(db_path) as mem:
+        page = await mem.scope("p", "q").read("old-1")
+        await mem.scope("p", "q").submit_event("新的", role="user")
+    assert page.text == "旧的事件"
+    assert sqlite_value(db_path, "pragma user_version") == 3
+    assert sqlite_value(db_path, "select count(*) from events") == 2
+
+
+async def assert_refused_untouched(path: Path, code: str) -> None:
+    before = digest(path)
+    with pytest.raises(amem.StorageError) as caught:
+        async with amem.open(path):
+            pass
+    assert caught.value.code == code
+    assert digest(path) == before
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+async def test_a_newer_version_is_refused_and_the_file_left_byte_identical(db_path: Path) -> None:
+    make_old_database(db_path, 3)
+    conn = sqlite3.connect(db_path)
+    conn.execute("pragma user_version = 4")
+    conn.close()
+    await assert_refused_untouched(db_path, "schema_too_new")
+    assert sqlite_value(db_path, "pragma journal_mode") == "delete"
+
+
+async def test_a_foreign_database_is_refused_untouched(db_path: Path) -> None:
+    conn = sqlite3.connect(db_path)
+    conn.execute("create table notes (body text)")
+    conn.execute("insert into notes values ('mine')")
+    conn.commit()
+    conn.close()
+    await assert_refused_untouched(db_path, "not_amem_database")
+
+
+async def test_a_file_that_is_not_sqlite_is_refused(db_path: Path) -> None:
+    db_path.write_bytes(b"definitely not a database" * 100)
+    await assert_refused_untouched(db_path, "not_a_database")
+
+
+async def test_concurrent_first_start_in_one_process_migrates_once(db_path: Path) -> None:
+    receipts: list[amem.EventReceipt] = []
+
+    async def start_and_write(n: int) -> None:
+        async with amem.open(db_path) as mem:
+            receipts.append(await mem.scope().submit_event(f"writer {n}", role="user"))
+
+    async with anyio.create_task_group() as tg:
+        for n in range(4):
+            tg.start_soon(start_and_write, n)
+    assert len(receipts) == 4
+    assert sqlite_value(db_path, "pragma user_version") == 3
+    assert sqlite_value(db_path, "select count(*) from events") == 4
+
+
+async def test_missing_parent_directories_are_created(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "memory.db"
+    async with amem.open(path) as mem:
+        assert mem.path == str(path)
+    assert path.exists()

@@ -1,0 +1,212 @@
+"""The writer actor: group commit, failures that stay alone, readers that never wait.
+
+These tests reach one level below the public API (``Memory._db``) to hold the writer busy
+or hand it a request that fails half-way, which no public call does on purpose.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from functools import partial
+from pathlib import Path
+
+import anyio
+import pytest
+
+import amem
+from amem.db.database import Database
+
+pytestmark = pytest.mark.anyio
+
+
+def database(mem: amem.Memory) -> Database:
+    return mem._db
+
+
+async def hold_writer(db: Database, release: threading.Event, started: anyio.Event) -> None:
+    """Occupy the writer thread inside a transaction until ``release`` is set."""
+
+    def block(conn: sqlite3.Connection) -> None:
+        started_flag.set()
+        release.wait(timeout=30)
+
+    started_flag = threading.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(db.write, block)
+        while not started_flag.is_set():
+            await anyio.sleep(0.001)
+        started.set()
+
+
+async def test_one_bad_request_in_a_busy_batch_fails_alone(mem: amem.Memory) -> None:
+    scope = mem.scope()
+    await scope.submit_event("original", role="user", event_id="taken")
+    db, release, started = database(mem), threading.Event(), anyio.Event()
+    outcomes: dict[str, BaseException | amem.EventReceipt] = {}
+
+    async def submit(event_id: str, text: str) -> None:
+        try:
+            outcomes[event_id] = await scope.submit_event(text, role="user", event_id=event_id)
+        except amem.AmemError as exc:
+            outcomes[event_id] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold_writer, db, release, started)
+        await started.wait()
+        commits_before = db.writer.commits
+        for n in range(100):
+            tg.start_soon(submit, f"ok-{n}", f"neighbour {n}")
+        tg.start_soon(submit, "taken", "a different payload")
+        for n in range(100, 200):
+            tg.start_soon(submit, f"ok-{n}", f"neighbour {n}")
+        await anyio.sleep(0.05)  # let every submitter queue behind the held transaction
+        release.set()
+
+    bad = outcomes.pop("taken")
+    assert isinstance(bad, amem.Conflict)
+    assert bad.code == "duplicate_conflict"
+    assert all(isinstance(r, amem.EventReceipt) for r in outcomes.values())
+    assert len(outcomes) == 200
+    # the held request plus one batch for the 201 queued requests
+    assert db.writer.commits - commits_before == 2
+    for n in (0, 99, 100, 199):
+        assert (await scope.read(f"ok-{n}")).text == f"neighbour {n}"
+    assert (await scope.read("taken")).text == "original"
+
+
+async def test_a_request_that_fails_half_way_leaves_nothing_behind(mem: amem.Memory) -> None:
+    scope = mem.scope()
+    db = database(mem)
+
+    def half_then_fail(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "insert into personas (persona, version, text, created_at)"
+            " values ('ghost', 1, 'half written', '2026-01-01T00:00:00.000000Z')"
+        )
+        raise RuntimeError("boom")
+
+    async def expect_failure() -> None:
+        with pytest.raises(RuntimeError, match="boom"):
+            await db.write(half_then_fail)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(scope.submit_event, "before", role="user"))
+        tg.start_soon(expect_failure)
+        tg.start_soon(partial(scope.submit_event, "after", role="user"))
+
+    assert await mem.persona_history("ghost") == []
+    assert db.writer.commits >= 1
+    receipt = await scope.submit_event("the actor still serves", role="user")
+    assert receipt.seq == 3
+
+
+async def test_storage_errors_roll_back_and_the_actor_recovers(mem: amem.Memory) -> None:
+    scope = mem.scope()
+    db = database(mem)
+    acked = await scope.submit_event("small", role="user", event_id="acked")
+    pages = await db.write(lambda c: c.execute("pragma page_count").fetchone()[0])
+    await db.write(lambda c: c.execute(f"pragma max_page_count = {pages}"))
+
+    with pytest.raises(amem.StorageError) as caught:
+        await scope.submit_event("大" * 90_000, role="user", event_id="too-big")
+    assert caught.value.code == "storage_full"
+    with pytest.raises(amem.NotFound):
+        await scope.read("too-big")
+    assert (await scope.read("acked")).event.seq == acked.seq
+
+    await db.write(lambda c: c.execute("pragma max_page_count = 1073741823"))
+    await scope.submit_event("大" * 90_000, role="user", event_id="too-big")
+    assert (await scope.read("too-big")).total_chars == 90_000
+
+
+async def test_reads_do_not_wait_behind_the_writer(mem: amem.Memory) -> None:
+    scope = mem.scope()
+    await scope.submit_event("committed before", role="user", event_id="m-1")
+    db, release, started = database(mem), threading.Event(), anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold_writer, db, release, started)
+        await started.wait()
+        with anyio.fail_after(5):
+            page = await scope.read("m-1")
+        writer_was_still_busy = not release.is_set()
+        release.set()
+    assert page.text == "committed before"
+    assert writer_was_still_busy
+
+
+async def test_readers_see_only_committed_state(mem: amem.Memory) -> None:
+    scope = mem.scope()
+    db, release = database(mem), threading.Event()
+    inside = threading.Event()
+
+    def insert_and_wait(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "insert into personas (persona, version, text, created_at)"
+            " values ('draft', 1, 'uncommitted', '2026-01-01T00:00:00.000000Z')"
+        )
+        inside.set()
+        release.wait(timeout=30)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(db.write, insert_and_wait)
+        while not inside.is_set():
+            await anyio.sleep(0.001)
+        assert await mem.persona_history("draft") == []
+        release.set()
+    assert len(await mem.persona_history("draft")) == 1
+    assert scope.persona == "default"
+
+
+async def test_many_readers_at_once_share_the_pool(mem: amem.Memory) -> None:
+    scope = mem.scope()
+    await scope.submit_event("shared", role="user", event_id="m-1")
+    texts: list[str] = []
+
+    async def read() -> None:
+        texts.append((await scope.read("m-1")).text)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(50):
+            tg.start_soon(read)
+    assert texts == ["shared"] * 50
+
+
+async def test_leaving_the_block_commits_queued_writes(db_path: Path) -> None:
+    acked: list[str] = []
+    release, started = threading.Event(), anyio.Event()
+
+    async def submit(scope: amem.Scope, n: int) -> None:
+        acked.append((await scope.submit_event(f"event {n}", role="user")).event_id)
+
+    async def release_soon() -> None:
+        await anyio.sleep(0.05)
+        release.set()
+
+    async with anyio.create_task_group() as outside:
+        async with amem.open(db_path) as mem:
+            scope = mem.scope()
+            outside.start_soon(hold_writer, database(mem), release, started)
+            await started.wait()
+            for n in range(300):
+                outside.start_soon(submit, scope, n)
+            while len(database(mem).writer._inbox) < 300:
+                await anyio.sleep(0.001)
+            outside.start_soon(release_soon)
+        # the block ended while 300 writes were queued behind a held transaction
+        with pytest.raises(amem.Closed):
+            await scope.submit_event("too late", role="user")
+    conn = sqlite3.connect(db_path)
+    stored = {row[0] for row in conn.execute("select id from events")}
+    conn.close()
+    assert len(acked) == 300
+    assert stored == set(acked)
+
+
+async def test_an_exception_in_the_block_propagates_unwrapped(db_path: Path) -> None:
+    with pytest.raises(KeyError):
+        async with amem.open(db_path) as mem:
+            await mem.scope().submit_event("kept", role="user", event_id="m-1")
+            raise KeyError("user error")
+    async with amem.open(db_path) as mem:
+        assert (await mem.scope().read("m-1")).text == "kept"
