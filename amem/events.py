@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from .errors import Conflict, NotFound
+from .errors import Conflict
 from .inputs import from_db_time
-from .models import Event, EventReceipt, EventStatus, Evidence
+from .models import Event, EventReceipt, EventStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,23 +84,6 @@ def same_payload(row: tuple[object, ...], event: NewEvent) -> bool:
         == (event.persona, event.project, event.session, event.role,
             event.category, event.source, event.text)
         and (not event.occurred_at_given or occurred_at == event.occurred_at)
-    )  # fmt: skip
-
-
-def read_event(
-    conn: sqlite3.Connection, persona: str, project: str, event_id: str, offset: int, limit: int
-) -> Evidence:
-    """A page of an event's original text; events of other scopes read as absent."""
-    row = conn.execute(SELECT_EVENT, (event_id,)).fetchone()
-    if row is None or (row[2], row[3]) != (persona, project):
-        raise NotFound("no event or memory with this id in this scope")
-    text: str = row[8]
-    event = event_from_row(row)
-    end = offset + limit
-    return Evidence(
-        id=event_id, persona=persona, project=project, event=event, text=text[offset:end],
-        offset=offset, limit=limit, total_chars=len(text),
-        next_offset=end if end < len(text) else None,
     )  # fmt: skip
 
 

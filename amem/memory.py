@@ -10,15 +10,26 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
+from pydantic import ValidationError
 
-from . import events, personas
+from . import (
+    checkpoints,
+    corrections,
+    deletion,
+    events,
+    evidence,
+    facts,
+    personas,
+    relations,
+    retrieval,
+)
 from .config import Settings
 from .db.database import Database
 from .errors import Closed, InvalidInput
@@ -36,9 +47,31 @@ from .inputs import (
     require_text,
     utc_now,
 )
-from .models import ROLES, SUBMITTABLE_CATEGORIES, EventReceipt, EventStatus, Evidence, Persona
+from .models import (
+    MAX_MEMORY_CHARS,
+    MEMORY_KINDS,
+    RECALL_MODES,
+    ROLES,
+    SUBMITTABLE_CATEGORIES,
+    Checkpoint,
+    Correction,
+    Deletion,
+    EventReceipt,
+    EventStatus,
+    Evidence,
+    MemoryDraft,
+    MemoryRecord,
+    Persona,
+    RecallResult,
+    Relation,
+)
 
 DEFAULT_READ_CHARS = 4000
+MAX_QUERY_CHARS = 2000
+MAX_RECALL_LIMIT = 200
+MAX_DRAFTS = 100
+MAX_CHECKPOINT_CHARS = 4000
+MAX_LIST_ITEMS = 100
 T = TypeVar("T")
 
 
@@ -199,19 +232,196 @@ class Scope:
         return await self._memory._write(partial(events.insert_event, event=event))
 
     async def read(self, id: str, *, offset: int = 0, limit: int = DEFAULT_READ_CHARS) -> Evidence:
-        """Page through the original evidence behind an event ID, unaltered."""
+        """Page through the original event behind an event or memory ID, unaltered.
+
+        For a memory ID, ``memory`` holds the memory and the page is its source event.
+        """
         id = require_name(id, "id")
         offset = require_int(offset, "offset", low=0, high=MAX_EVENT_CHARS)
         limit = require_int(limit, "limit", low=1, high=MAX_READ_CHARS)
         return await self._memory._read(
-            partial(events.read_event, persona=self.persona, project=self.project,
-                    event_id=id, offset=offset, limit=limit)
+            partial(evidence.read_evidence, persona=self.persona, project=self.project,
+                    id=id, offset=offset, limit=limit)
+        )  # fmt: skip
+
+    async def add_memories(
+        self, event_id: str, memories: Sequence[MemoryDraft | Mapping[str, Any]]
+    ) -> list[MemoryRecord]:
+        """Derive memories from an event, the host's own model acting as extractor.
+
+        Every draft is validated exactly like extraction output (its quote must occur
+        verbatim in the event; its basis must fit the event's role; only user-stated facts
+        and preferences take a ``fact_key``). One violation refuses the whole batch
+        (``quote_mismatch``, ``role_violation``, ``invalid_input``) and nothing is written.
+        A draft identical to an existing memory of the event returns that memory.
+        """
+        event_id = require_name(event_id, "event_id")
+        drafts = parse_drafts(memories)
+        return await self._memory._write(
+            partial(facts.derive_memories, persona=self.persona, project=self.project,
+                    event_id=event_id, drafts=drafts, now=_now())
+        )  # fmt: skip
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        as_of: str | datetime | None = None,
+        include_history: bool = False,
+        mode: str = "fast",
+        kinds: Collection[str] | None = None,
+    ) -> RecallResult:
+        """Memories of this scope that match ``query`` and were valid at ``as_of`` (now).
+
+        ``include_history`` adds facts that had expired by ``as_of``, marked ``expired``.
+        Revoked memories never appear. A query with no matching evidence returns no items.
+        """
+        query = require_text(query, "query", max_chars=MAX_QUERY_CHARS)
+        limit = require_int(limit, "limit", low=1, high=MAX_RECALL_LIMIT)
+        mode = require_choice(mode, "mode", RECALL_MODES)
+        when = utc_now() if as_of is None else parse_time(as_of, "as_of")
+        if not isinstance(include_history, bool):
+            raise InvalidInput("include_history must be true or false")
+        wanted = (
+            None if kinds is None else {require_choice(k, "kinds", MEMORY_KINDS) for k in kinds}
+        )
+        items = await self._memory._read(
+            partial(retrieval.recall_memories, persona=self.persona, project=self.project,
+                    query=query, limit=limit, as_of=when, include_history=include_history,
+                    kinds=wanted)
+        )  # fmt: skip
+        warnings = [] if mode == "fast" else [f"{mode} mode needs embeddings; ranked lexically"]
+        return RecallResult(
+            query=query, persona=self.persona, project=self.project, as_of=when, mode=mode,
+            include_history=include_history, items=items, warnings=warnings,
+        )  # fmt: skip
+
+    async def correct(
+        self,
+        memory_id: str,
+        text: str,
+        *,
+        valid_at: str | datetime | None = None,
+        reason: str | None = None,
+    ) -> Correction:
+        """Replace a mistaken memory with ``text`` (for errors; submit changes as events).
+
+        Creates a correction event, revokes the mistaken memory for good, derives the
+        corrected one (keeping the old start unless ``valid_at`` is given), links them with
+        a ``corrects`` relation carrying ``reason``, marks the old source event ``amended``
+        and invalidates the scope's checkpoints.
+        """
+        memory_id = require_name(memory_id, "memory_id")
+        text = require_text(text, "text", max_chars=MAX_MEMORY_CHARS)
+        start = None if valid_at is None else db_time(parse_time(valid_at, "valid_at"))
+        if reason is not None:
+            reason = require_text(reason, "reason", max_chars=1000)
+        return await self._memory._write(
+            partial(corrections.correct, persona=self.persona, project=self.project,
+                    memory_id=memory_id, text=text, valid_at=start, reason=reason,
+                    correction_event_id=new_event_id(), now=_now())
+        )  # fmt: skip
+
+    async def delete(
+        self, *, event_id: str | None = None, memory_id: str | None = None
+    ) -> Deletion:
+        """Permanently delete an event or memory with everything derived from or correcting it.
+
+        Give exactly one of ``event_id`` and ``memory_id``. Returns what was removed.
+        """
+        if (event_id is None) == (memory_id is None):
+            raise InvalidInput("give exactly one of event_id and memory_id")
+        removed = await self._memory._write(
+            partial(deletion.delete, persona=self.persona, project=self.project,
+                    event_id=optional_name(event_id, "event_id"),
+                    memory_id=optional_name(memory_id, "memory_id"), now=_now())
+        )  # fmt: skip
+        await self._memory._db.writer.checkpoint_wal()  # deleted pages leave the WAL too
+        return removed
+
+    async def relate(self, from_id: str, to_id: str) -> Relation:
+        """Link two memories of this scope with an explicit ``related`` link (idempotent)."""
+        return await self._memory._write(
+            partial(relations.relate, persona=self.persona, project=self.project,
+                    from_id=require_name(from_id, "from_id"),
+                    to_id=require_name(to_id, "to_id"), now=_now())
+        )  # fmt: skip
+
+    async def save_checkpoint(
+        self,
+        session: str,
+        *,
+        goal: str,
+        completed: Sequence[str] = (),
+        pending: Sequence[str] = (),
+        constraints: Sequence[str] = (),
+        next_action: str | None = None,
+        covered_seq: int | None = None,
+    ) -> Checkpoint:
+        """Record the host's task state for ``session``; ``covered_seq`` must be the seq of
+        an event of this scope and session. amem records it; it cannot verify it."""
+        session = require_name(session, "session")
+        goal = require_text(goal, "goal", max_chars=MAX_CHECKPOINT_CHARS)
+        completed = require_text_list(completed, "completed")
+        pending = require_text_list(pending, "pending")
+        constraints = require_text_list(constraints, "constraints")
+        if next_action is not None:
+            next_action = require_text(next_action, "next_action", max_chars=MAX_CHECKPOINT_CHARS)
+        if covered_seq is not None:
+            covered_seq = require_int(covered_seq, "covered_seq", low=1, high=2**62)
+        return await self._memory._write(
+            partial(checkpoints.save_checkpoint, persona=self.persona, project=self.project,
+                    session=session, goal=goal, completed=completed, pending=pending,
+                    constraints=constraints, next_action=next_action,
+                    covered_seq=covered_seq, now=_now())
+        )  # fmt: skip
+
+    async def checkpoint(self, session: str) -> Checkpoint | None:
+        """The latest checkpoint of ``session`` that no correction or deletion invalidated."""
+        return await self._memory._read(
+            partial(checkpoints.latest_checkpoint, persona=self.persona, project=self.project,
+                    session=require_name(session, "session"))
         )  # fmt: skip
 
     def _initial_status(self, category: str) -> EventStatus:
         if category == "conversation" and self._memory.settings.extraction_enabled:
             return "pending"
         return "stored"
+
+
+def parse_drafts(memories: object) -> list[MemoryDraft]:
+    """Drafts from models or plain mappings; errors name the field, never the value."""
+    if not isinstance(memories, Sequence) or isinstance(memories, str):
+        raise InvalidInput("memories must be a list of memory drafts")
+    if not 1 <= len(memories) <= MAX_DRAFTS:
+        raise InvalidInput(f"memories must hold 1 to {MAX_DRAFTS} drafts")
+    drafts = []
+    for n, item in enumerate(memories):
+        try:
+            drafts.append(
+                item if isinstance(item, MemoryDraft) else MemoryDraft.model_validate(item)
+            )
+        except ValidationError as exc:
+            raise InvalidInput(f"memories[{n}] is not a valid draft: {describe(exc)}") from None
+    return drafts
+
+
+def describe(exc: ValidationError) -> str:
+    """The failing fields and rules of a pydantic error, without the input values."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'value'}: {error['msg']}"
+        for error in exc.errors(include_input=False, include_url=False)
+    )
+
+
+def require_text_list(items: object, field: str) -> list[str]:
+    if not isinstance(items, Sequence) or isinstance(items, str) or len(items) > MAX_LIST_ITEMS:
+        raise InvalidInput(f"{field} must be a list of at most {MAX_LIST_ITEMS} strings")
+    return [
+        require_text(item, f"{field}[{n}]", max_chars=MAX_CHECKPOINT_CHARS)
+        for n, item in enumerate(items)
+    ]
 
 
 def new_event_id() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["user", "assistant", "system", "tool"]
 Category = Literal["conversation", "reference", "persona", "correction"]
@@ -57,8 +57,101 @@ class Event(Record):
     """Length of the original text in characters."""
 
 
+class Persona(Record):
+    """One immutable version of a persona; edits and rollbacks append versions."""
+
+    persona: str
+    version: int
+    text: str
+    note: str | None
+    created_at: datetime
+
+
+MemoryKind = Literal[
+    "fact", "preference", "agreement", "growth", "episode", "observation", "emotion"
+]
+Basis = Literal["user_statement", "assistant_expression", "inference"]
+RecallMode = Literal["fast", "semantic", "deep"]
+
+MEMORY_KINDS: frozenset[MemoryKind] = frozenset(
+    ("fact", "preference", "agreement", "growth", "episode", "observation", "emotion")
+)
+RECALL_MODES: frozenset[RecallMode] = frozenset(("fast", "semantic", "deep"))
+
+MAX_MEMORY_CHARS = 2000
+MAX_GIST_CHARS = 300
+MAX_KEY_CHARS = 200
+
+
+class Emotion(BaseModel):
+    """An emotion the assistant expressed: a label with valence (-1..1) and arousal (0..1)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: str = Field(min_length=1, max_length=100)
+    valence: float = Field(ge=-1, le=1, allow_inf_nan=False)
+    arousal: float = Field(ge=0, le=1, allow_inf_nan=False)
+
+
+class MemoryDraft(BaseModel):
+    """A memory to derive from one event, as a host (``add_memories``, ``memory_add``) or the
+    extraction model proposes it. Every draft passes the same validation before it is stored:
+    the quote must occur verbatim in the event, and the basis must fit the event's role.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_MEMORY_CHARS)
+    """The memory itself, one atomic statement (e.g. "User lives in Hangzhou")."""
+    quote: str = Field(min_length=1, max_length=100_000)
+    """Exact words from the source event that support it (verbatim, any length)."""
+    kind: MemoryKind
+    basis: Basis
+    confidence: float = Field(default=1.0, ge=0, le=1, allow_inf_nan=False)
+    """Ranking metadata supplied by the deriving model, not a calibrated probability."""
+    subject: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS)
+    """Who or what the fact is about (e.g. "user"); required with ``fact_key``."""
+    fact_key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS)
+    """Names a single-valued property (e.g. "residence"): a newer value closes the older one.
+    Only user-stated facts and preferences take one."""
+    valid_at: datetime | None = None
+    """When it became true; default: the source event's occurrence time."""
+    invalid_at: datetime | None = None
+    """When it stopped being true, if the source says so."""
+    emotion: Emotion | None = None
+    """An emotion the assistant expressed (``assistant_expression`` only)."""
+    gist: str | None = Field(default=None, min_length=1, max_length=MAX_GIST_CHARS)
+    """A short authored gist, shown instead of the text once an episode has faded."""
+
+
+class MemoryRecord(Record):
+    """A stored derived memory."""
+
+    id: str
+    persona: str
+    project: str
+    event_id: str
+    """The source event; ``Scope.read`` on either ID pages its original text."""
+    text: str
+    quote: str
+    quote_start: int
+    """Character offset of the quote in the source event text; ``quote_end`` is exclusive."""
+    quote_end: int
+    kind: MemoryKind
+    basis: Basis
+    confidence: float
+    subject: str | None
+    fact_key: str | None
+    valid_at: datetime
+    invalid_at: datetime | None
+    """End of the half-open validity interval ``valid_at <= t < invalid_at``; None: open."""
+    emotion: Emotion | None
+    gist: str | None
+    created_at: datetime
+
+
 class Evidence(Record):
-    """One page of original evidence, as ``Scope.read`` returns it; text is never altered."""
+    """One page of the original event behind an event or memory ID; text is never altered."""
 
     id: str
     persona: str
@@ -71,13 +164,113 @@ class Evidence(Record):
     total_chars: int
     next_offset: int | None
     """Where the next page starts, or None when this page reaches the end."""
+    memory: MemoryRecord | None = None
+    """The memory asked for, when ``id`` is a memory ID."""
+    memories: list[MemoryRecord] = []
+    """Every current memory derived from this event (provenance)."""
 
 
-class Persona(Record):
-    """One immutable version of a persona; edits and rollbacks append versions."""
+class ScoreComponents(Record):
+    """What a recall score is made of; each part is in 0..1."""
+
+    lexical: float
+    semantic: float
+    link: float
+    basis: float
+    confidence: float
+    freshness: float
+
+
+class RecallItem(Record):
+    """One recalled memory, with its evidence pointers, score and presentation flags."""
+
+    id: str
+    text: str
+    quote: str | None
+    kind: MemoryKind | None
+    basis: Basis | None
+    confidence: float | None
+    subject: str | None
+    fact_key: str | None
+    valid_at: datetime | None
+    invalid_at: datetime | None
+    expired: bool
+    """True for a fact that was no longer true at ``as_of`` (only with ``include_history``)."""
+    source_event_id: str
+    occurred_at: datetime
+    score: float
+    components: ScoreComponents
+    gist: bool = False
+    """True when ``text`` is a faded gist rather than the full memory."""
+    coarse_time: str | None = None
+    """A coarsened time label (e.g. "2010s") for old episodes; None when exact."""
+    raw_fallback: bool = False
+    """True when this is an original event with no derived memory, not a memory."""
+    truncated: bool = False
+
+
+class RecallResult(Record):
+    """What ``Scope.recall`` returns: items ranked best first, plus what the search covered."""
+
+    query: str
+    persona: str
+    project: str
+    as_of: datetime
+    mode: RecallMode
+    include_history: bool
+    items: list[RecallItem]
+    warnings: list[str]
+
+
+class Correction(Record):
+    """What ``Scope.correct`` did: a new memory replaces the revoked one."""
 
     persona: str
-    version: int
-    text: str
+    project: str
+    memory: MemoryRecord
+    """The corrected memory, derived from the new correction event."""
+    revoked_id: str
+    correction_event_id: str
+    amended_event_id: str
+    """The source event of the mistaken memory, now marked ``amended``."""
+
+
+class Deletion(Record):
+    """What ``Scope.delete`` permanently removed, in one transaction."""
+
+    persona: str
+    project: str
+    event_ids: list[str]
+    memory_ids: list[str]
+    relations: int
+    search_rows: int
+    vectors: int
+    checkpoints_invalidated: int
+
+
+class Relation(Record):
+    """A link between two memories of one scope: ``related`` or ``corects`` (audit)."""
+
+    from_id: str
+    to_id: str
+    kind: Literal["related", "corrects"]
+    persona: str
+    project: str
     note: str | None
+    created_at: datetime
+
+
+class Checkpoint(Record):
+    """A host-reported task state for one session; amem records it, it does not verify it."""
+
+    persona: str
+    project: str
+    session: str
+    goal: str
+    completed: list[str]
+    pending: list[str]
+    constraints: list[str]
+    next_action: str | None
+    covered_seq: int | None
+    """The last event (by ``seq``) of this scope and session the checkpoint accounts for."""
     created_at: datetime

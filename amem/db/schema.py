@@ -75,6 +75,7 @@ V1 = (
         fact_key text,
         valid_at text not null,
         invalid_at text,
+        chain_order integer,
         revoked_at text,
         emotion text,
         valence real,
@@ -89,6 +90,7 @@ V1 = (
         kind text not null check (kind in ('related', 'corrects')),
         persona text not null,
         project text not null,
+        note text,
         created_at text not null,
         primary key (from_id, to_id, kind)
     ) without rowid

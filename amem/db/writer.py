@@ -115,6 +115,14 @@ class Writer:
         with anyio.CancelScope(shield=True):
             await self._stopped.wait()
 
+    async def checkpoint_wal(self) -> None:
+        """Copy the WAL into the database file and truncate it (best effort).
+
+        Runs on the write connection between batches, never inside a transaction; readers
+        holding an old snapshot can keep some pages in the WAL until the next checkpoint.
+        """
+        await self._conn.run(wal_checkpoint)
+
     def _take_batch(self) -> list[Request]:
         batch: list[Request] = []
         while self._inbox and len(batch) < MAX_BATCH:
@@ -153,6 +161,11 @@ def commit_batch(conn: sqlite3.Connection, fns: Sequence[Job]) -> list[Outcome]:
             return [run_in_savepoint(conn, fn) for fn in fns]
     except Exception as exc:  # COMMIT itself failed: nothing in the batch was written
         return [(False, exc)] * len(fns)
+
+
+def wal_checkpoint(conn: sqlite3.Connection) -> None:
+    # fetch the result row: an unfinished statement would block the next COMMIT
+    conn.execute("pragma wal_checkpoint(truncate)").fetchall()
 
 
 def run_in_savepoint(conn: sqlite3.Connection, fn: Job) -> Outcome:

@@ -1,0 +1,72 @@
+"""Correcting a mistaken memory: for errors, not for changes (submit those as events).
+
+One transaction: a new ``correction`` event carries the corrected text; the mistaken
+memory is revoked (and leaves the search index and vector cache, so no read path can
+return it); a new memory with the corrected text is derived from the correction event
+through the normal validation path; a ``corrects`` relation keeps the lineage for audit;
+the mistaken memory's source event is marked ``amended``; the scope's checkpoints are
+invalidated. An omitted ``valid_at`` keeps the mistaken memory's start and its place
+among facts with the same start, so a correction never changes which value is current.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from . import search
+from .checkpoints import invalidate_checkpoints
+from .events import NewEvent, insert_event
+from .facts import SELECT_CHAIN_ORDER, derive_memories, load_event, load_memory
+from .inputs import db_time
+from .models import Correction, MemoryDraft
+from .relations import add_relation
+
+REVOKE = "update memories set revoked_at = ? where id = ?"
+DROP_VECTORS = "delete from embeddings where memory_id = ?"
+MARK_AMENDED = "update events set status = 'amended' where id = ?"
+
+
+def correct(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    memory_id: str,
+    text: str,
+    valid_at: str | None,
+    reason: str | None,
+    correction_event_id: str,
+    now: str,
+) -> Correction:
+    old = load_memory(conn, persona, project, memory_id)
+    source = load_event(conn, persona, project, old.event_id)
+    insert_event(
+        conn,
+        NewEvent(
+            id=correction_event_id, persona=persona, project=project, session=source.session,
+            role=source.role, category="correction", source="correction", text=text,
+            occurred_at=now, occurred_at_given=True, ingested_at=now, status="stored",
+        ),
+    )  # fmt: skip
+    conn.execute(REVOKE, (now, old.id))
+    conn.execute(DROP_VECTORS, (old.id,))
+    search.remove_docs(conn, "memory", [old.id])
+    start = valid_at or db_time(old.valid_at)
+    end = db_time(old.invalid_at) if old.invalid_at else None
+    draft = MemoryDraft(
+        text=text, quote=text, kind=old.kind, basis=old.basis, confidence=old.confidence,
+        subject=old.subject, fact_key=old.fact_key, valid_at=start,  # type: ignore[arg-type]
+        invalid_at=end if end and end > start else None,  # type: ignore[arg-type]
+        emotion=old.emotion,
+    )  # fmt: skip
+    # keeping the start, the correction takes the mistaken fact's place among equal starts
+    order = None if valid_at else conn.execute(SELECT_CHAIN_ORDER, (old.id,)).fetchone()[0]
+    [new] = derive_memories(
+        conn, persona, project, correction_event_id, [draft], now, chain_order=order
+    )
+    add_relation(conn, persona, project, new.id, old.id, "corrects", reason, now)
+    conn.execute(MARK_AMENDED, (old.event_id,))
+    invalidate_checkpoints(conn, persona, project, now)
+    return Correction(
+        persona=persona, project=project, memory=new, revoked_id=old.id,
+        correction_event_id=correction_event_id, amended_event_id=old.event_id,
+    )  # fmt: skip

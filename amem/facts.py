@@ -1,0 +1,275 @@
+"""Derived memories: the one validation path, insertion, and validity intervals.
+
+Every memory, whether a host proposes it (``add_memories``, ``memory_add``) or the
+extraction model does, goes through ``derive_memories``: the whole batch is validated
+against its source event before anything is written, then inserted in the same
+transaction. Plain functions of a connection, run by the writer actor.
+
+Single-valued facts form a chain per ``persona + project + subject + fact_key``, ordered
+by ``(valid_at, chain order, id)``; the chain order is the insertion order, except that a
+correction keeping the mistaken fact's start takes over its place. Intervals are
+half-open, ``valid_at <= t < invalid_at``. Inserting a fact closes its predecessor's
+interval at the new start (if it was still open past it) and ends at its successor's
+start, so late historical inserts land in order. Intervals are stored, not recomputed:
+deleting a successor never reopens a closed interval.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from . import search
+from .errors import InvalidInput, NotFound
+from .inputs import db_time, from_db_time, parse_time
+from .models import Emotion, MemoryDraft, MemoryRecord
+
+ARCHIVED_CATEGORIES = frozenset(("reference", "persona"))
+KEYED_KINDS = frozenset(("fact", "preference"))
+
+MEMORY_COLUMNS = """
+    id, persona, project, event_id, text, quote, quote_start, quote_end, kind, basis,
+    confidence, subject, fact_key, valid_at, invalid_at, emotion, valence, arousal, gist,
+    created_at
+"""
+SELECT_SOURCE = """
+select id, persona, project, session, role, category, text, occurred_at, status
+from events where id = ?
+"""
+SELECT_SAME_MEMORY = f"""
+select {MEMORY_COLUMNS} from memories
+where event_id = ? and revoked_at is null and text = ? and quote = ? and kind = ?
+  and basis = ? and subject is ? and fact_key is ? and valid_at = ? and invalid_at is ?
+  and emotion is ? and gist is ?
+"""
+INSERT_MEMORY = """
+insert into memories
+    (id, persona, project, event_id, text, quote, quote_start, quote_end, kind, basis,
+     confidence, subject, fact_key, valid_at, invalid_at, emotion, valence, arousal, gist,
+     created_at)
+values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+CHAIN = """
+from memories
+where persona = :persona and project = :project and subject = :subject
+  and fact_key = :fact_key and revoked_at is null and num != :num
+"""
+SELECT_PREDECESSOR = f"""
+select num, invalid_at {CHAIN}
+  and (valid_at < :valid_at or (valid_at = :valid_at and coalesce(chain_order, num) < :order))
+order by valid_at desc, coalesce(chain_order, num) desc, id desc limit 1
+"""
+SELECT_SUCCESSOR = f"""
+select valid_at {CHAIN}
+  and (valid_at > :valid_at or (valid_at = :valid_at and coalesce(chain_order, num) > :order))
+order by valid_at, coalesce(chain_order, num), id limit 1
+"""
+SELECT_CHAIN_ORDER = "select coalesce(chain_order, num) from memories where id = ?"
+SET_CHAIN_ORDER = "update memories set chain_order = ? where num = ?"
+CLOSE_INTERVAL = "update memories set invalid_at = ? where num = ?"
+MARK_EXTRACTED = """
+update events set status = 'extracted', error = null
+where id = ? and status in ('stored', 'pending', 'failed')
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceEvent:
+    id: str
+    persona: str
+    project: str
+    session: str | None
+    role: str
+    category: str
+    text: str
+    occurred_at: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class ValidMemory:
+    """A draft that passed validation, with its quote span and times in stored form."""
+
+    draft: MemoryDraft
+    quote_start: int
+    valid_at: str
+    invalid_at: str | None
+
+
+def load_event(conn: sqlite3.Connection, persona: str, project: str, event_id: str) -> SourceEvent:
+    row = conn.execute(SELECT_SOURCE, (event_id,)).fetchone()
+    if row is None or (row[1], row[2]) != (persona, project):
+        raise NotFound("no event with this id in this scope")
+    return SourceEvent(*row)
+
+
+def derive_memories(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    event_id: str,
+    drafts: Sequence[MemoryDraft],
+    now: str,
+    *,
+    chain_order: int | None = None,
+) -> list[MemoryRecord]:
+    """Validate every draft against its source event, then store them all (or none).
+
+    A draft identical to a memory already derived from this event returns that memory,
+    so repeating a derivation is harmless. ``chain_order`` places a fact where another
+    one stood (a correction keeping its start); by default it goes after its equals.
+    """
+    event = load_event(conn, persona, project, event_id)
+    valid = [validate(event, draft, f"memories[{n}]") for n, draft in enumerate(drafts)]
+    records = [insert_memory(conn, event, memory, now, chain_order) for memory in valid]
+    conn.execute(MARK_EXTRACTED, (event.id,))
+    return records
+
+
+def validate(event: SourceEvent, draft: MemoryDraft, field: str) -> ValidMemory:
+    """The rules of seed 000 "Authority, attribution and scope", for one draft."""
+    if event.category in ARCHIVED_CATEGORIES:
+        raise role_violation(f"{field}: reference and persona events are archived, never a source")
+    start = event.text.find(draft.quote)
+    if start < 0:
+        raise InvalidInput(
+            f"{field}.quote does not occur verbatim in the source event", code="quote_mismatch"
+        )
+    check_basis(event, draft, field)
+    if draft.fact_key is not None and draft.subject is None:
+        raise InvalidInput(f"{field}.subject is required with fact_key")
+    valid_at = (
+        event.occurred_at
+        if draft.valid_at is None
+        else db_time(parse_time(draft.valid_at, f"{field}.valid_at"))
+    )
+    invalid_at = (
+        None
+        if draft.invalid_at is None
+        else db_time(parse_time(draft.invalid_at, f"{field}.invalid_at"))
+    )
+    if invalid_at is not None and invalid_at <= valid_at:
+        raise InvalidInput(f"{field}.invalid_at must be later than valid_at", code="invalid_time")
+    return ValidMemory(draft, start, valid_at, invalid_at)
+
+
+def check_basis(event: SourceEvent, draft: MemoryDraft, field: str) -> None:
+    if draft.basis == "user_statement" and event.role != "user":
+        raise role_violation(f"{field}.basis user_statement needs a user event")
+    if draft.basis == "assistant_expression" and event.role != "assistant":
+        raise role_violation(f"{field}.basis assistant_expression needs an assistant event")
+    if draft.basis == "inference" and draft.kind == "growth":
+        raise role_violation(f"{field}: an inference never becomes growth")
+    if draft.fact_key is not None and (
+        draft.basis != "user_statement" or draft.kind not in KEYED_KINDS
+    ):
+        raise role_violation(
+            f"{field}.fact_key is only for user-stated facts and preferences (basis "
+            "user_statement, kind fact or preference)"
+        )
+    if (draft.kind == "emotion" or draft.emotion is not None) and (
+        draft.basis != "assistant_expression"
+    ):
+        raise role_violation(f"{field}: an emotion comes only from an assistant expression")
+    if draft.kind == "emotion" and draft.emotion is None:
+        raise InvalidInput(
+            f"{field}.emotion (label, valence, arousal) is required for kind emotion"
+        )
+
+
+def role_violation(message: str) -> InvalidInput:
+    return InvalidInput(message, code="role_violation")
+
+
+def insert_memory(
+    conn: sqlite3.Connection,
+    event: SourceEvent,
+    memory: ValidMemory,
+    now: str,
+    chain_order: int | None = None,
+) -> MemoryRecord:
+    draft = memory.draft
+    emotion = draft.emotion
+    same = conn.execute(
+        SELECT_SAME_MEMORY,
+        (
+            event.id, draft.text, draft.quote, draft.kind, draft.basis, draft.subject,
+            draft.fact_key, memory.valid_at, memory.invalid_at,
+            emotion.label if emotion else None, draft.gist,
+        ),
+    ).fetchone()  # fmt: skip
+    if same is not None:
+        return memory_from_row(same)
+    row = (
+        f"mem_{uuid.uuid4().hex}", event.persona, event.project, event.id, draft.text,
+        draft.quote, memory.quote_start, memory.quote_start + len(draft.quote), draft.kind,
+        draft.basis, draft.confidence, draft.subject, draft.fact_key, memory.valid_at,
+        memory.invalid_at, emotion.label if emotion else None,
+        emotion.valence if emotion else None, emotion.arousal if emotion else None,
+        draft.gist, now,
+    )  # fmt: skip
+    num = conn.execute(INSERT_MEMORY, row).lastrowid
+    assert num is not None
+    search.index_doc(conn, event.persona, event.project, "memory", row[0], draft.text)
+    if draft.fact_key is not None:
+        if chain_order is not None:
+            conn.execute(SET_CHAIN_ORDER, (chain_order, num))
+        key = {
+            "persona": event.persona, "project": event.project, "subject": draft.subject,
+            "fact_key": draft.fact_key, "num": num, "valid_at": memory.valid_at,
+            "order": num if chain_order is None else chain_order,
+        }  # fmt: skip
+        invalid_at = place_in_chain(conn, key, num, memory)
+        row = (*row[:14], invalid_at, *row[15:])
+    return memory_from_row(row)
+
+
+def place_in_chain(
+    conn: sqlite3.Connection, key: Mapping[str, object], num: int, memory: ValidMemory
+) -> str | None:
+    """Close the predecessor's interval, end this one at the successor; returns its end."""
+    predecessor = conn.execute(SELECT_PREDECESSOR, key).fetchone()
+    if predecessor is not None:
+        pred_num, pred_end = predecessor
+        if pred_end is None or pred_end > memory.valid_at:
+            conn.execute(CLOSE_INTERVAL, (memory.valid_at, pred_num))
+    successor = conn.execute(SELECT_SUCCESSOR, key).fetchone()
+    ends = [end for end in (memory.invalid_at, successor and successor[0]) if end is not None]
+    invalid_at = min(ends) if ends else None
+    if invalid_at != memory.invalid_at:
+        conn.execute(CLOSE_INTERVAL, (invalid_at, num))
+    return invalid_at
+
+
+def memory_from_row(row: Sequence[object]) -> MemoryRecord:
+    (id_, persona, project, event_id, text, quote, quote_start, quote_end, kind, basis,
+     confidence, subject, fact_key, valid_at, invalid_at, emotion, valence, arousal, gist,
+     created_at) = row  # fmt: skip
+    return MemoryRecord.model_validate(
+        {
+            "id": id_, "persona": persona, "project": project, "event_id": event_id,
+            "text": text, "quote": quote, "quote_start": quote_start, "quote_end": quote_end,
+            "kind": kind, "basis": basis, "confidence": confidence, "subject": subject,
+            "fact_key": fact_key, "valid_at": from_db_time(str(valid_at)),
+            "invalid_at": None if invalid_at is None else from_db_time(str(invalid_at)),
+            "emotion": None if emotion is None
+            else Emotion(label=str(emotion), valence=valence, arousal=arousal),  # type: ignore[arg-type]
+            "gist": gist, "created_at": from_db_time(str(created_at)),
+        }
+    )  # fmt: skip
+
+
+SELECT_MEMORY = f"select {MEMORY_COLUMNS} from memories where id = ?"
+SELECT_MEMORY_SCOPE = "select persona, project, revoked_at from memories where id = ?"
+
+
+def load_memory(
+    conn: sqlite3.Connection, persona: str, project: str, memory_id: str
+) -> MemoryRecord:
+    """A current memory of this scope; revoked and foreign memories read as absent."""
+    scope = conn.execute(SELECT_MEMORY_SCOPE, (memory_id,)).fetchone()
+    if scope is None or scope != (persona, project, None):
+        raise NotFound("no memory with this id in this scope")
+    return memory_from_row(conn.execute(SELECT_MEMORY, (memory_id,)).fetchone())
