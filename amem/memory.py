@@ -12,27 +12,32 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
 import anyio
+import httpx
 from pydantic import ValidationError
 
 from . import (
     checkpoints,
     corrections,
     deletion,
+    embedding,
     events,
     evidence,
+    extraction,
     facts,
     personas,
     relations,
     retrieval,
+    status,
 )
 from .config import Settings
 from .db.database import Database
-from .errors import Closed, InvalidInput
+from .errors import Closed, InvalidInput, UpstreamError
 from .inputs import (
     MAX_EVENT_CHARS,
     MAX_NAME_CHARS,
@@ -63,8 +68,12 @@ from .models import (
     MemoryRecord,
     Persona,
     RecallResult,
+    ReindexResult,
     Relation,
+    RetryResult,
+    Status,
 )
+from .pipeline import Pipeline, Progress
 
 DEFAULT_READ_CHARS = 4000
 MAX_QUERY_CHARS = 2000
@@ -77,19 +86,31 @@ T = TypeVar("T")
 
 @asynccontextmanager
 async def open(
-    path: str | os.PathLike[str], *, settings: Settings | None = None
+    path: str | os.PathLike[str],
+    *,
+    settings: Settings | None = None,
+    http_client: httpx.AsyncClient | None = None,
 ) -> AsyncIterator[Memory]:
     """Open (creating and migrating if needed) the memory database at ``path``.
 
     Works under asyncio and trio. Settings come from ``AMEM_*`` environment variables
-    unless ``settings`` is given. Leaving the block lets queued writes commit, then closes.
+    unless ``settings`` is given. Extraction and embedding calls go through
+    ``http_client`` when given (amem does not close it), else through a client of its own.
+    Leaving the block cancels in-flight model calls, lets queued writes commit, then closes.
     """
     settings = settings or Settings()
     error: BaseException | None = None
-    async with Database.open(path, readers=settings.readers) as db, anyio.create_task_group() as tg:
-        with anyio.CancelScope(shield=True):  # once started, the writer must be closed below
+    async with (
+        Database.open(path, readers=settings.readers) as db,
+        model_client(settings, http_client) as client,
+        anyio.create_task_group() as tg,
+    ):
+        with anyio.CancelScope(shield=True):  # once started, these must be closed below
             await tg.start(db.writer.serve)
-        memory = Memory(db, settings)
+            pipeline = None if client is None else Pipeline(db, settings, client)
+            if pipeline is not None:
+                await tg.start(pipeline.serve)
+        memory = Memory(db, settings, pipeline)
         try:
             yield memory
         except BaseException as exc:  # re-raised below, outside the task group
@@ -100,12 +121,27 @@ async def open(
         raise error
 
 
+@asynccontextmanager
+async def model_client(
+    settings: Settings, given: httpx.AsyncClient | None
+) -> AsyncIterator[httpx.AsyncClient | None]:
+    """The caller's client, a new one when a model endpoint is configured, else None."""
+    if given is not None:
+        yield given
+    elif settings.extraction_enabled or settings.embedding_enabled:
+        async with httpx.AsyncClient() as client:
+            yield client
+    else:
+        yield None
+
+
 class Memory:
     """An open memory database. Get one from ``amem.open``; use it through scopes."""
 
-    def __init__(self, db: Database, settings: Settings) -> None:
+    def __init__(self, db: Database, settings: Settings, pipeline: Pipeline | None) -> None:
         self._db = db
         self.settings = settings
+        self._pipeline = pipeline
         self._closed = False
 
     @property
@@ -162,9 +198,20 @@ class Memory:
         return await self._read(partial(personas.persona_history, persona=name))
 
     async def aclose(self) -> None:
-        """Let queued writes commit, then refuse new work. ``open`` calls this for you."""
+        """Cancel model calls, let queued writes commit, refuse new work. ``open`` calls it."""
         self._closed = True
+        if self._pipeline is not None:
+            self._pipeline.close()
         await self._db.writer.close()
+
+    def _model_work(self, configured: bool, what: str) -> Pipeline:
+        if not configured or self._pipeline is None:
+            raise InvalidInput(
+                f"no {what} endpoint is configured (AMEM_{what.upper()}_BASE_URL, "
+                f"AMEM_{what.upper()}_MODEL)",
+                code="not_configured",
+            )
+        return self._pipeline
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self._db.write(fn)
@@ -229,7 +276,10 @@ class Scope:
             ingested_at=db_time(now),
             status=self._initial_status(category),
         )
-        return await self._memory._write(partial(events.insert_event, event=event))
+        receipt = await self._memory._write(partial(events.insert_event, event=event))
+        if receipt.status == "pending" and self._memory._pipeline is not None:
+            self._memory._pipeline.enqueue(receipt.event_id)  # after COMMIT, never awaited
+        return receipt
 
     async def read(self, id: str, *, offset: int = 0, limit: int = DEFAULT_READ_CHARS) -> Evidence:
         """Page through the original event behind an event or memory ID, unaltered.
@@ -286,15 +336,83 @@ class Scope:
         wanted = (
             None if kinds is None else {require_choice(k, "kinds", MEMORY_KINDS) for k in kinds}
         )
-        items = await self._memory._read(
-            partial(retrieval.recall_memories, persona=self.persona, project=self.project,
-                    query=query, limit=limit, as_of=when, include_history=include_history,
-                    kinds=wanted)
+        request = retrieval.RecallQuery(
+            persona=self.persona, project=self.project, query=query, limit=limit, as_of=when,
+            include_history=include_history, kinds=None if wanted is None else frozenset(wanted),
         )  # fmt: skip
-        warnings = [] if mode == "fast" else [f"{mode} mode needs embeddings; ranked lexically"]
+        warnings: list[str] = []
+        if mode != "fast":
+            request, warnings = await self._with_query_vector(request, mode)
+        items, found = await self._memory._read(partial(retrieval.recall_memories, q=request))
+        warnings += found
         return RecallResult(
             query=query, persona=self.persona, project=self.project, as_of=when, mode=mode,
             include_history=include_history, items=items, warnings=warnings,
+        )  # fmt: skip
+
+    async def _with_query_vector(
+        self, request: retrieval.RecallQuery, mode: str
+    ) -> tuple[retrieval.RecallQuery, list[str]]:
+        """Embed the query for ``semantic``/``deep`` recall (outside any transaction)."""
+        settings, pipeline = self._memory.settings, self._memory._pipeline
+        if not settings.embedding_enabled or pipeline is None:
+            return request, [f"{mode} mode needs an embedding endpoint; ranked lexically"]
+        try:
+            [vector] = await embedding.embed(pipeline.client, settings, [request.query], query=True)
+        except UpstreamError as exc:
+            return request, [f"the query could not be embedded ({exc.message}); ranked lexically"]
+        return replace(
+            request, vector=vector, fingerprint=settings.embed_fingerprint,
+            scan=settings.semantic_scan if mode == "semantic" else None,
+            min_similarity=settings.embed_min_similarity,
+        ), []  # fmt: skip
+
+    async def retry(
+        self, event_id: str | None = None, *, progress: Progress | None = None
+    ) -> RetryResult:
+        """Extract this scope's ``pending`` and ``failed`` events now, and wait for them.
+
+        With ``event_id``, only that conversation event (also a ``stored`` one, e.g. from
+        before extraction was configured). ``progress(done, total)`` is called as events
+        finish. Needs an extraction endpoint (``not_configured`` otherwise).
+        """
+        pipeline = self._memory._model_work(self._memory.settings.extraction_enabled, "extract")
+        if event_id is not None:
+            event_id = require_name(event_id, "event_id")
+            await self.read(event_id, limit=1)  # not_found for unknown and foreign IDs
+        ids = await self._memory._write(
+            partial(extraction.mark_pending, persona=self.persona, project=self.project,
+                    event_id=event_id)
+        )  # fmt: skip
+        outcomes = await pipeline.extract_many(ids, progress)
+        return RetryResult(
+            persona=self.persona, project=self.project,
+            extracted=[o.event_id for o in outcomes if o.status == "extracted"],
+            failed=[o.event_id for o in outcomes if o.status == "failed"],
+            memory_ids=[m for o in outcomes if o.new for m in o.memory_ids],
+        )  # fmt: skip
+
+    async def reindex(self, *, progress: Progress | None = None) -> ReindexResult:
+        """Rebuild this scope's vector index with the configured embedding endpoint.
+
+        Runs outside any transaction and swaps the new index in only after every batch
+        succeeded (an ``UpstreamError`` leaves the old index as it was).
+        ``progress(done, total)`` is called after each batch.
+        """
+        settings = self._memory.settings
+        pipeline = self._memory._model_work(settings.embedding_enabled, "embed")
+        total, stored = await pipeline.reindex(self.persona, self.project, progress)
+        assert settings.embed_fingerprint is not None
+        return ReindexResult(
+            persona=self.persona, project=self.project, fingerprint=settings.embed_fingerprint,
+            memories=total, embedded=stored,
+        )  # fmt: skip
+
+    async def status(self) -> Status:
+        """Counts, pending and failed extractions, vector coverage and schema version."""
+        return await self._memory._read(
+            partial(status.scope_status, persona=self.persona, project=self.project,
+                    settings=self._memory.settings)
         )  # fmt: skip
 
     async def correct(

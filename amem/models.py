@@ -274,3 +274,50 @@ class Checkpoint(Record):
     covered_seq: int | None
     """The last event (by ``seq``) of this scope and session the checkpoint accounts for."""
     created_at: datetime
+
+
+class RetryResult(Record):
+    """What ``Scope.retry`` did: which events it extracted and which failed again."""
+
+    persona: str
+    project: str
+    extracted: list[str]
+    """Event IDs now ``extracted``."""
+    failed: list[str]
+    """Event IDs that failed again; each keeps its sanitized error (``Event.error``)."""
+    memory_ids: list[str]
+    """Memories derived by this run."""
+
+
+class ReindexResult(Record):
+    """What ``Scope.reindex`` did: the scope's vector index, rebuilt and swapped in."""
+
+    persona: str
+    project: str
+    fingerprint: str
+    """Endpoint + model + version the vectors belong to."""
+    memories: int
+    embedded: int
+    """Vectors stored; memories deleted or changed during the run are skipped."""
+
+
+class Status(Record):
+    """Counts and health of one scope, as ``Scope.status`` and ``memory_status`` report them."""
+
+    persona: str
+    project: str
+    default_persona: str
+    default_project: str
+    schema_version: int
+    events: dict[str, int]
+    """Events of the scope by status (``stored``, ``pending``, ``extracted``, ...)."""
+    memories: int
+    """Current (unrevoked) memories of the scope."""
+    revoked: int
+    embedded: int
+    """Current memories with a vector of the configured fingerprint."""
+    coverage: float | None
+    """``embedded / memories``; None when no embedding endpoint is configured."""
+    fingerprint: str | None
+    extraction: bool
+    """True when an extraction endpoint is configured."""

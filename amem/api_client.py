@@ -1,0 +1,71 @@
+"""POSTing JSON to OpenAI-compatible endpoints, with errors that are safe to store and show.
+
+No error raised here ever carries the response body, a header or the API key: only the
+condition (HTTP status, timeout, connection failure, oversized or malformed answer).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+from pydantic import SecretStr
+
+from .errors import UpstreamError
+
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+
+
+async def post_json(
+    client: httpx.AsyncClient,
+    base_url: str,
+    path: str,
+    api_key: SecretStr | None,
+    payload: dict[str, Any],
+    *,
+    seconds: float,
+    code: str,
+) -> dict[str, Any]:
+    """POST ``payload`` and return the decoded JSON object, or raise ``UpstreamError(code)``."""
+    headers = {"Authorization": f"Bearer {api_key.get_secret_value()}"} if api_key else {}
+    body = bytearray()
+    try:
+        with anyio.fail_after(seconds):  # one deadline for connecting, sending and reading
+            async with client.stream(
+                "POST",
+                base_url.rstrip("/") + path,
+                json=payload,
+                headers=headers,
+                timeout=seconds,  # instead of the client's default of 5 s per phase
+            ) as response:
+                if response.status_code != 200:
+                    raise UpstreamError(describe_status(response.status_code), code=code)
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > MAX_RESPONSE_BYTES:
+                        raise UpstreamError(
+                            f"the answer is larger than {MAX_RESPONSE_BYTES} bytes", code=code
+                        )
+    except TimeoutError:
+        raise UpstreamError(f"no answer within {seconds:g} s", code=code) from None
+    except httpx.TimeoutException:
+        raise UpstreamError(f"no answer within {seconds:g} s", code=code) from None
+    except httpx.HTTPError as exc:
+        raise UpstreamError(f"the request failed ({type(exc).__name__})", code=code) from None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise UpstreamError("the answer is not valid JSON (truncated?)", code=code) from None
+    if not isinstance(data, dict):
+        raise UpstreamError("the answer is not a JSON object", code=code)
+    return data
+
+
+def describe_status(status: int) -> str:
+    if status == 429:
+        return "rate limited (HTTP 429)"
+    if status in (401, 403):
+        return f"not authorised (HTTP {status}); check the API key"
+    return f"the endpoint answered HTTP {status}"

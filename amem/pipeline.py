@@ -1,0 +1,181 @@
+"""The model work of one ``Memory``: extraction and embedding, outside every transaction.
+
+``Pipeline.serve`` runs in the ``Memory``'s task group. Events queued by ``submit_event``
+are extracted in the background, at most ``extract_concurrency`` at a time, each call in
+its own cancel scope with its own deadline. Network calls never happen inside a
+transaction: the pipeline reads what it needs, awaits the model, then hands the result to
+the writer actor. Closing the ``Memory`` cancels in-flight calls; their events stay
+``pending`` and ``retry`` (or resubmitting them) resumes them. There is no daemon: work
+left when the process exits waits for the next ``retry``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+import uuid
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import anyio
+import anyio.abc
+import httpx
+
+from . import embedding, extraction
+from .config import Settings
+from .db.database import Database
+from .errors import UpstreamError
+from .extraction import Outcome
+from .inputs import db_time, utc_now
+
+log = logging.getLogger("amem")
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while long work runs."""
+
+
+class Pipeline:
+    def __init__(self, db: Database, settings: Settings, client: httpx.AsyncClient) -> None:
+        self._db = db
+        self._settings = settings
+        self.client = client
+        self._limiter = anyio.CapacityLimiter(settings.extract_concurrency)
+        self._queued: set[str] = set()
+        self._send, self._receive = anyio.create_memory_object_stream[str](math.inf)
+        self._scope = anyio.CancelScope()
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Extract queued events until ``close``."""
+        with self._scope:
+            async with anyio.create_task_group() as tg:
+                task_status.started()
+                async for event_id in self._receive:
+                    tg.start_soon(self._extract_queued, event_id)
+
+    def close(self) -> None:
+        """Cancel every in-flight call; their events stay ``pending``."""
+        self._scope.cancel()
+
+    def enqueue(self, event_id: str) -> None:
+        """Extract ``event_id`` in the background (once, however often it is queued)."""
+        if self._settings.extraction_enabled and event_id not in self._queued:
+            self._queued.add(event_id)
+            self._send.send_nowait(event_id)
+
+    async def _extract_queued(self, event_id: str) -> None:
+        try:
+            await self.extract_event(event_id)
+        except Exception:  # one event's bug must not stop the others
+            log.exception("extraction of a queued event failed unexpectedly")
+        finally:
+            self._queued.discard(event_id)
+
+    async def extract_event(self, event_id: str) -> Outcome:
+        """Extract one pending event now: read it, ask the model, commit the result."""
+        async with self._limiter:
+            event = await self._db.read(partial(extraction.load_for_extraction, event_id=event_id))
+            if event is None:
+                return Outcome(event_id=event_id, status="skipped")
+            try:
+                drafts = await extraction.extract(self.client, self._settings, event)
+            except UpstreamError as exc:
+                return await self._db.write(
+                    partial(extraction.mark_failed, event_id=event_id, error=str(exc))
+                )
+            outcome = await self._db.write(
+                partial(extraction.complete_extraction, event_id=event_id, drafts=drafts, now=now())
+            )
+        if outcome.new and outcome.memory_ids:
+            await self.embed_opportunistically(outcome.memory_ids)
+        return outcome
+
+    async def extract_many(
+        self, event_ids: Sequence[str], progress: Progress | None
+    ) -> list[Outcome]:
+        """Extract ``event_ids`` concurrently (within the limit) and wait for all of them."""
+        outcomes: list[Outcome] = []
+
+        async def one(event_id: str) -> None:
+            outcomes.append(await self.extract_event(event_id))
+            if progress:
+                progress(len(outcomes), len(event_ids))
+
+        async with anyio.create_task_group() as tg:
+            for event_id in event_ids:
+                tg.start_soon(one, event_id)
+        return outcomes
+
+    async def embed_opportunistically(self, memory_ids: Sequence[str]) -> None:
+        """Embed freshly extracted memories; a failure only lowers index coverage."""
+        fingerprint = self._settings.embed_fingerprint
+        if fingerprint is None:
+            return
+        try:
+            texts = await self._db.read(partial(texts_of, memory_ids=memory_ids))
+            vectors = await embedding.embed(
+                self.client, self._settings, [text for _, text in texts], query=False
+            )
+        except UpstreamError as exc:
+            log.warning("embedding new memories failed (%s); run reindex later", exc)
+            return
+        items = [
+            (memory_id, embedding.text_hash(text), vector)
+            for (memory_id, text), vector in zip(texts, vectors, strict=True)
+        ]
+        await self._db.write(
+            partial(embedding.store_vectors, fingerprint=fingerprint, items=items, now=now())
+        )
+
+    async def reindex(
+        self, persona: str, project: str, progress: Progress | None
+    ) -> tuple[int, int]:
+        """Embed every current memory of a scope, then swap the scope's index in one go.
+
+        Vectors are staged under a private fingerprint while the batches run (outside any
+        transaction); the old index stays in use until every batch succeeded. Returns
+        ``(memories, stored)``.
+        """
+        fingerprint = self._settings.embed_fingerprint
+        assert fingerprint is not None
+        staged = f"staging:{uuid.uuid4().hex}"
+        todo = await self._db.read(
+            partial(embedding.memories_to_index, persona=persona, project=project)
+        )
+        stored = 0
+        try:
+            for start in range(0, len(todo), self._settings.embed_batch):
+                batch = todo[start : start + self._settings.embed_batch]
+                vectors = await embedding.embed(
+                    self.client, self._settings, [text for _, text in batch], query=False
+                )
+                items = [
+                    (memory_id, embedding.text_hash(text), vector)
+                    for (memory_id, text), vector in zip(batch, vectors, strict=True)
+                ]
+                stored += await self._db.write(
+                    partial(embedding.store_vectors, fingerprint=staged, items=items, now=now())
+                )
+                if progress:
+                    progress(start + len(batch), len(todo))
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._db.write(partial(embedding.drop_staged, staged=staged))
+            raise
+        await self._db.write(
+            partial(embedding.swap_in, persona=persona, project=project, staged=staged,
+                    fingerprint=fingerprint)
+        )  # fmt: skip
+        return len(todo), stored
+
+
+SELECT_TEXT = "select id, text from memories where id = ? and revoked_at is null"
+
+
+def texts_of(conn: sqlite3.Connection, memory_ids: Sequence[str]) -> list[tuple[str, str]]:
+    rows = [conn.execute(SELECT_TEXT, (m,)).fetchone() for m in memory_ids]
+    return [(str(row[0]), str(row[1])) for row in rows if row is not None]
+
+
+def now() -> str:
+    return db_time(utc_now())
