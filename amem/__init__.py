@@ -27,8 +27,11 @@ from .models import (
     Persona,
     RecallItem,
     RecallResult,
+    ReindexResult,
     Relation,
+    RetryResult,
     ScoreComponents,
+    Status,
 )
 
 __all__ = [
@@ -51,10 +54,13 @@ __all__ = [
     "Persona",
     "RecallItem",
     "RecallResult",
+    "ReindexResult",
     "Relation",
+    "RetryResult",
     "Scope",
     "ScoreComponents",
     "Settings",
+    "Status",
     "StorageError",
     "UpstreamError",
     "open",

@@ -7,7 +7,9 @@ condition (HTTP status, timeout, connection failure, oversized or malformed answ
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -42,12 +44,15 @@ async def post_json(
             ) as response:
                 if response.status_code != 200:
                     raise UpstreamError(describe_status(response.status_code), code=code)
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > MAX_RESPONSE_BYTES:
-                        raise UpstreamError(
-                            f"the answer is larger than {MAX_RESPONSE_BYTES} bytes", code=code
-                        )
+                if int(response.headers.get("content-length") or 0) > MAX_RESPONSE_BYTES:
+                    raise UpstreamError(too_large(), code=code)  # refused before reading
+                async with aclosing(
+                    cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
+                ) as chunks:
+                    async for chunk in chunks:
+                        body += chunk
+                        if len(body) > MAX_RESPONSE_BYTES:
+                            raise UpstreamError(too_large(), code=code)
     except TimeoutError:
         raise UpstreamError(f"no answer within {seconds:g} s", code=code) from None
     except httpx.TimeoutException:
@@ -61,6 +66,10 @@ async def post_json(
     if not isinstance(data, dict):
         raise UpstreamError("the answer is not a JSON object", code=code)
     return data
+
+
+def too_large() -> str:
+    return f"the answer is larger than {MAX_RESPONSE_BYTES} bytes"
 
 
 def describe_status(status: int) -> str:

@@ -19,7 +19,8 @@ from .api_client import post_json
 from .config import Settings
 from .errors import InvalidInput, UpstreamError
 from .facts import SourceEvent, derive_memories
-from .models import MemoryDraft
+from .inputs import validation_problems
+from .models import DRAFT_FIELDS, MemoryDraft
 
 CODE = "extraction_failed"
 MAX_MEMORIES_PER_EVENT = 50
@@ -108,11 +109,10 @@ def parse_answer(data: dict[str, Any]) -> list[MemoryDraft]:
     try:
         answer = ExtractionAnswer.model_validate_json(content)
     except ValidationError as exc:
-        problems = exc.errors(include_input=False, include_url=False)
-        if problems and problems[0]["type"] == "json_invalid":
+        if exc.errors()[0]["type"] == "json_invalid":
             raise UpstreamError("the model did not answer valid JSON", code=CODE) from None
-        where = ", ".join(".".join(str(p) for p in e["loc"]) or "answer" for e in problems[:5])
-        raise UpstreamError(f"the answer does not fit the schema at {where}", code=CODE) from None
+        problems = validation_problems(exc, DRAFT_FIELDS)
+        raise UpstreamError(f"the answer does not fit the schema ({problems})", code=CODE) from None
     return answer.memories
 
 
@@ -131,7 +131,7 @@ where id = ? and status = 'pending'
 MARK_PENDING = """
 update events set status = 'pending', error = null
 where id = ? and persona = ? and project = ? and category = 'conversation'
-  and status in ('stored', 'pending', 'failed')
+  and status in ('stored', 'failed')
 """
 SELECT_RETRYABLE = """
 select id from events
@@ -139,6 +139,7 @@ where persona = ? and project = ? and category = 'conversation'
   and status in ('pending', 'failed')
 order by seq
 """
+SELECT_ERROR = "select error from events where id = ?"
 
 
 class Outcome(BaseModel):
@@ -166,11 +167,8 @@ def complete_extraction(
     nothing). A draft that fails validation fails the event, with nothing derived.
     """
     state = conn.execute(SELECT_STATE, (event_id,)).fetchone()
-    if state is not None and state[2] == "extracted":
-        ids = [row[0] for row in conn.execute(SELECT_DERIVED_IDS, (event_id,))]
-        return Outcome(event_id=event_id, status="extracted", memory_ids=ids)
     if state is None or state[2] != "pending":
-        return Outcome(event_id=event_id, status="skipped")
+        return current_outcome(conn, event_id)
     persona, project, _ = state
     conn.execute("savepoint derive")
     try:
@@ -189,12 +187,23 @@ def mark_failed(conn: sqlite3.Connection, event_id: str, error: str) -> Outcome:
     return Outcome(event_id=event_id, status="failed", error=error)
 
 
-def mark_pending(
-    conn: sqlite3.Connection, persona: str, project: str, event_id: str | None
-) -> list[str]:
-    """Put failed (or, named explicitly, stored) conversation events back in line."""
-    if event_id is None:
-        ids = [row[0] for row in conn.execute(SELECT_RETRYABLE, (persona, project))]
-    else:
-        ids = [event_id]
-    return [i for i in ids if conn.execute(MARK_PENDING, (i, persona, project)).rowcount]
+def mark_pending(conn: sqlite3.Connection, persona: str, project: str, event_id: str) -> None:
+    """Put a failed (or stored) conversation event of this scope back in line."""
+    conn.execute(MARK_PENDING, (event_id, persona, project))
+
+
+def retryable(conn: sqlite3.Connection, persona: str, project: str) -> list[str]:
+    """The scope's pending and failed conversation events, oldest first."""
+    return [row[0] for row in conn.execute(SELECT_RETRYABLE, (persona, project))]
+
+
+def current_outcome(conn: sqlite3.Connection, event_id: str) -> Outcome:
+    """What an event's extraction state says, for an event that is not pending."""
+    state = conn.execute(SELECT_STATE, (event_id,)).fetchone()
+    if state is not None and state[2] == "extracted":
+        ids = [row[0] for row in conn.execute(SELECT_DERIVED_IDS, (event_id,))]
+        return Outcome(event_id=event_id, status="extracted", memory_ids=ids)
+    if state is not None and state[2] == "failed":
+        error = conn.execute(SELECT_ERROR, (event_id,)).fetchone()[0]
+        return Outcome(event_id=event_id, status="failed", error=error)
+    return Outcome(event_id=event_id, status="skipped")

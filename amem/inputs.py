@@ -6,9 +6,11 @@ Every check raises ``InvalidInput`` naming the field, never echoing the value.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from typing import TypeVar
+
+from pydantic import ValidationError
 
 from .errors import InvalidInput
 
@@ -90,3 +92,17 @@ def from_db_time(value: str) -> datetime:
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def validation_problems(exc: ValidationError, fields: Iterable[str], *, most: int = 5) -> str:
+    """Where and why pydantic refused a value, safe to show: only field names we defined
+    and list positions are named; other keys (chosen by the sender) appear as ``?``."""
+    known = set(fields)
+    problems = []
+    for error in exc.errors(include_input=False, include_url=False)[:most]:
+        where = ".".join(
+            str(part) if isinstance(part, int) or part in known else "?" for part in error["loc"]
+        )
+        why = "unexpected field" if error["type"] == "extra_forbidden" else error["msg"]
+        problems.append(f"{where or 'value'}: {why[:120]}")
+    return "; ".join(problems)

@@ -51,8 +51,10 @@ from .inputs import (
     require_name,
     require_text,
     utc_now,
+    validation_problems,
 )
 from .models import (
+    DRAFT_FIELDS,
     MAX_MEMORY_CHARS,
     MEMORY_KINDS,
     RECALL_MODES,
@@ -380,11 +382,12 @@ class Scope:
         if event_id is not None:
             event_id = require_name(event_id, "event_id")
             await self.read(event_id, limit=1)  # not_found for unknown and foreign IDs
-        ids = await self._memory._write(
-            partial(extraction.mark_pending, persona=self.persona, project=self.project,
-                    event_id=event_id)
-        )  # fmt: skip
-        outcomes = await pipeline.extract_many(ids, progress)
+            ids = [event_id]
+        else:
+            ids = await self._memory._read(
+                partial(extraction.retryable, persona=self.persona, project=self.project)
+            )
+        outcomes = await pipeline.extract_many(ids, (self.persona, self.project), progress)
         return RetryResult(
             persona=self.persona, project=self.project,
             extracted=[o.event_id for o in outcomes if o.status == "extracted"],
@@ -521,16 +524,9 @@ def parse_drafts(memories: object) -> list[MemoryDraft]:
                 item if isinstance(item, MemoryDraft) else MemoryDraft.model_validate(item)
             )
         except ValidationError as exc:
-            raise InvalidInput(f"memories[{n}] is not a valid draft: {describe(exc)}") from None
+            problems = validation_problems(exc, DRAFT_FIELDS)
+            raise InvalidInput(f"memories[{n}] is not a valid draft: {problems}") from None
     return drafts
-
-
-def describe(exc: ValidationError) -> str:
-    """The failing fields and rules of a pydantic error, without the input values."""
-    return "; ".join(
-        f"{'.'.join(str(part) for part in error['loc']) or 'value'}: {error['msg']}"
-        for error in exc.errors(include_input=False, include_url=False)
-    )
 
 
 def require_text_list(items: object, field: str) -> list[str]:

@@ -321,3 +321,7 @@ class Status(Record):
     fingerprint: str | None
     extraction: bool
     """True when an extraction endpoint is configured."""
+
+
+DRAFT_FIELDS = frozenset(MemoryDraft.model_fields) | frozenset(Emotion.model_fields) | {"memories"}
+"""Field names that may appear in validation messages about drafts."""

@@ -15,7 +15,8 @@ import logging
 import math
 import sqlite3
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
 from functools import partial
 
 import anyio
@@ -25,12 +26,14 @@ import httpx
 from . import embedding, extraction
 from .config import Settings
 from .db.database import Database
-from .errors import UpstreamError
+from .errors import AmemError, UpstreamError
 from .extraction import Outcome
 from .inputs import db_time, utc_now
 
 log = logging.getLogger("amem")
 
+Scope = tuple[str, str]
+"""``(persona, project)``."""
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work runs."""
 
@@ -42,12 +45,13 @@ class Pipeline:
         self.client = client
         self._limiter = anyio.CapacityLimiter(settings.extract_concurrency)
         self._queued: set[str] = set()
+        self._busy: dict[str, anyio.Event] = {}
         self._send, self._receive = anyio.create_memory_object_stream[str](math.inf)
         self._scope = anyio.CancelScope()
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Extract queued events until ``close``."""
-        with self._scope:
+        with self._scope, self._send, self._receive:
             async with anyio.create_task_group() as tg:
                 task_status.started()
                 async for event_id in self._receive:
@@ -61,7 +65,8 @@ class Pipeline:
         """Extract ``event_id`` in the background (once, however often it is queued)."""
         if self._settings.extraction_enabled and event_id not in self._queued:
             self._queued.add(event_id)
-            self._send.send_nowait(event_id)
+            with suppress(anyio.ClosedResourceError):  # closing: it stays pending
+                self._send.send_nowait(event_id)
 
     async def _extract_queued(self, event_id: str) -> None:
         try:
@@ -71,12 +76,22 @@ class Pipeline:
         finally:
             self._queued.discard(event_id)
 
-    async def extract_event(self, event_id: str) -> Outcome:
-        """Extract one pending event now: read it, ask the model, commit the result."""
-        async with self._limiter:
+    async def extract_event(self, event_id: str, *, resume: Scope | None = None) -> Outcome:
+        """Extract one event now: read it, ask the model, commit the result.
+
+        One extraction per event at a time: a second caller waits for the first, then
+        sees its result. ``resume`` (the event's scope) first puts a failed or stored
+        event back to ``pending``, as ``retry`` does.
+        """
+        async with self._exclusive(event_id), self._limiter:
+            if resume is not None:
+                await self._db.write(
+                    partial(extraction.mark_pending, persona=resume[0], project=resume[1],
+                            event_id=event_id)
+                )  # fmt: skip
             event = await self._db.read(partial(extraction.load_for_extraction, event_id=event_id))
             if event is None:
-                return Outcome(event_id=event_id, status="skipped")
+                return await self._db.read(partial(extraction.current_outcome, event_id=event_id))
             try:
                 drafts = await extraction.extract(self.client, self._settings, event)
             except UpstreamError as exc:
@@ -90,20 +105,37 @@ class Pipeline:
             await self.embed_opportunistically(outcome.memory_ids)
         return outcome
 
+    @asynccontextmanager
+    async def _exclusive(self, event_id: str) -> AsyncIterator[None]:
+        while (busy := self._busy.get(event_id)) is not None:
+            await busy.wait()
+        self._busy[event_id] = done = anyio.Event()
+        try:
+            yield
+        finally:
+            del self._busy[event_id]
+            done.set()
+
     async def extract_many(
-        self, event_ids: Sequence[str], progress: Progress | None
+        self, event_ids: Sequence[str], scope: Scope, progress: Progress | None
     ) -> list[Outcome]:
-        """Extract ``event_ids`` concurrently (within the limit) and wait for all of them."""
+        """Resume and extract ``event_ids`` concurrently (within the limit); wait for all."""
         outcomes: list[Outcome] = []
+        errors: list[AmemError] = []  # e.g. storage_full: raised as itself, not in a group
 
         async def one(event_id: str) -> None:
-            outcomes.append(await self.extract_event(event_id))
+            try:
+                outcomes.append(await self.extract_event(event_id, resume=scope))
+            except AmemError as exc:
+                errors.append(exc)
             if progress:
-                progress(len(outcomes), len(event_ids))
+                progress(len(outcomes) + len(errors), len(event_ids))
 
         async with anyio.create_task_group() as tg:
             for event_id in event_ids:
                 tg.start_soon(one, event_id)
+        if errors:
+            raise errors[0]
         return outcomes
 
     async def embed_opportunistically(self, memory_ids: Sequence[str]) -> None:
