@@ -124,18 +124,31 @@ def store_vectors(
 
 
 SCOPE_MEMORIES = "select id from memories where persona = ? and project = ?"
-DELETE_OTHER_VECTORS = f"""
-delete from embeddings where memory_id in ({SCOPE_MEMORIES}) and fingerprint != ?
+DELETE_OTHER_SPACES = f"""
+delete from embeddings
+where memory_id in ({SCOPE_MEMORIES}) and fingerprint != ? and fingerprint != ?
 """
+DELETE_REPLACED = "delete from embeddings where memory_id = ? and fingerprint = ?"
 PROMOTE_STAGED = "update embeddings set fingerprint = ? where fingerprint = ?"
 DROP_STAGED = "delete from embeddings where fingerprint = ?"
 
 
 def swap_in(
-    conn: sqlite3.Connection, persona: str, project: str, staged: str, fingerprint: str
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    staged: str,
+    fingerprint: str,
+    indexed: Iterable[str],
 ) -> None:
-    """Replace the scope's whole vector index with the staged vectors, in one transaction."""
-    conn.execute(DELETE_OTHER_VECTORS, (persona, project, staged))
+    """Replace the scope's vector index with the staged vectors, in one transaction.
+
+    Vectors of other fingerprints go; so do current ones of the ``indexed`` memories (the
+    reindex's snapshot), which the staged vectors replace. A memory extracted while the
+    reindex ran keeps the vector it got meanwhile.
+    """
+    conn.execute(DELETE_OTHER_SPACES, (persona, project, staged, fingerprint))
+    conn.executemany(DELETE_REPLACED, ((memory_id, fingerprint) for memory_id in indexed))
     conn.execute(PROMOTE_STAGED, (fingerprint, staged))
 
 

@@ -196,7 +196,7 @@ class Pipeline:
             raise
         await self._db.write(
             partial(embedding.swap_in, persona=persona, project=project, staged=staged,
-                    fingerprint=fingerprint)
+                    fingerprint=fingerprint, indexed=[memory_id for memory_id, _ in todo])
         )  # fmt: skip
         return len(todo), stored
 
