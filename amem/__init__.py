@@ -16,7 +16,9 @@ from .errors import (
 from .memory import Memory, Scope, open
 from .models import (
     Checkpoint,
+    ContextPack,
     Correction,
+    CurrentEmotion,
     Deletion,
     Emotion,
     Event,
@@ -40,7 +42,9 @@ __all__ = [
     "Checkpoint",
     "Closed",
     "Conflict",
+    "ContextPack",
     "Correction",
+    "CurrentEmotion",
     "Deletion",
     "Emotion",
     "Event",

@@ -50,6 +50,17 @@ class Settings(BaseSettings):
     semantic_scan: int = Field(default=2000, ge=1, le=10_000_000)
     """Most recent eligible vectors that ``semantic`` recall scans (``deep`` scans all)."""
 
+    freshness_half_life_days: float = Field(default=180.0, gt=0)
+    """Ranking decay: a memory this old scores half the freshness of a new one."""
+    fade_after_days: float = Field(default=180.0, ge=0)
+    """Episodes, observations and emotions older than this are shown as their gist."""
+    coarsen_after_days: float = Field(default=730.0, ge=0)
+    """... and older than this with their time coarsened to a decade."""
+    emotion_half_life_hours: float = Field(default=6.0, gt=0)
+    """The current emotion's valence and arousal decay toward zero with this half-life."""
+    emotion_floor: float = Field(default=0.01, ge=0, le=1)
+    """An expressed emotion whose decay factor fell below this is no longer current."""
+
     @property
     def extraction_enabled(self) -> bool:
         """New conversation events wait for extraction (``pending``) only when configured."""

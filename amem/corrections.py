@@ -32,6 +32,7 @@ def correct(
     project: str,
     memory_id: str,
     text: str,
+    segmented: str,
     valid_at: str | None,
     reason: str | None,
     correction_event_id: str,
@@ -45,6 +46,7 @@ def correct(
             id=correction_event_id, persona=persona, project=project, session=source.session,
             role=source.role, category="correction", source="correction", text=text,
             occurred_at=now, occurred_at_given=True, ingested_at=now, status="stored",
+            segmented=segmented,
         ),
     )  # fmt: skip
     conn.execute(REVOKE, (now, old.id))
@@ -61,7 +63,14 @@ def correct(
     # keeping the start, the correction takes the mistaken fact's place among equal starts
     order = None if valid_at else conn.execute(SELECT_CHAIN_ORDER, (old.id,)).fetchone()[0]
     [new] = derive_memories(
-        conn, persona, project, correction_event_id, [draft], now, chain_order=order
+        conn,
+        persona,
+        project,
+        correction_event_id,
+        [draft],
+        [segmented],
+        now,
+        chain_order=order,
     )
     add_relation(conn, persona, project, new.id, old.id, "corrects", reason, now)
     conn.execute(MARK_AMENDED, (old.event_id,))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from . import search
 from .errors import Conflict
 from .inputs import from_db_time
 from .models import Event, EventReceipt, EventStatus
@@ -26,6 +27,8 @@ class NewEvent:
     occurred_at_given: bool
     ingested_at: str
     status: EventStatus
+    segmented: str | None = None
+    """The text's search tokens; None for categories that are not indexed."""
 
 
 INSERT_EVENT = """
@@ -57,6 +60,8 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
         ),
     )  # fmt: skip
     if cursor.rowcount == 1:
+        if event.segmented is not None:
+            search.index_doc(conn, event.persona, event.project, "event", event.id, event.segmented)
         return EventReceipt(
             event_id=event.id, seq=cursor.lastrowid or 0, status=event.status, memory_ids=[],
             duplicate=False, persona=event.persona, project=event.project,

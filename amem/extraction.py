@@ -159,7 +159,11 @@ def load_for_extraction(conn: sqlite3.Connection, event_id: str) -> SourceEvent 
 
 
 def complete_extraction(
-    conn: sqlite3.Connection, event_id: str, drafts: list[MemoryDraft], now: str
+    conn: sqlite3.Connection,
+    event_id: str,
+    drafts: list[MemoryDraft],
+    segmented: list[str],
+    now: str,
 ) -> Outcome:
     """Validate the whole answer and derive every memory in this one transaction.
 
@@ -172,7 +176,7 @@ def complete_extraction(
     persona, project, _ = state
     conn.execute("savepoint derive")
     try:
-        records = derive_memories(conn, persona, project, event_id, drafts, now)
+        records = derive_memories(conn, persona, project, event_id, drafts, segmented, now)
     except InvalidInput as exc:
         conn.execute("rollback to derive")
         conn.execute("release derive")

@@ -27,6 +27,8 @@ from .inputs import db_time, from_db_time, parse_time
 from .models import Emotion, MemoryDraft, MemoryRecord
 
 ARCHIVED_CATEGORIES = frozenset(("reference", "persona"))
+FADING_KINDS = frozenset(("episode", "observation", "emotion"))
+"""Kinds whose old records are shown as a gist (see ``retrieval``)."""
 KEYED_KINDS = frozenset(("fact", "preference"))
 
 MEMORY_COLUMNS = """
@@ -69,6 +71,16 @@ order by valid_at, coalesce(chain_order, num), id limit 1
 SELECT_CHAIN_ORDER = "select coalesce(chain_order, num) from memories where id = ?"
 SET_CHAIN_ORDER = "update memories set chain_order = ? where num = ?"
 CLOSE_INTERVAL = "update memories set invalid_at = ? where num = ?"
+SET_CUE = "update memories set cue_key = ? where num = ?"
+CUE_WORDS = 6
+# fmt: off
+STOP_WORDS = frozenset({
+    "the", "a", "an", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "from",
+    "by", "is", "are", "was", "were", "be", "been", "am", "i", "you", "he", "she", "it", "we",
+    "they", "me", "my", "your", "his", "her", "its", "our", "their", "this", "that", "these",
+    "those", "user", "assistant", "said", "says", "about", "just", "very", "really",
+})
+# fmt: on
 MARK_EXTRACTED = """
 update events set status = 'extracted', error = null
 where id = ? and status in ('stored', 'pending', 'failed')
@@ -111,6 +123,7 @@ def derive_memories(
     project: str,
     event_id: str,
     drafts: Sequence[MemoryDraft],
+    segmented: Sequence[str],
     now: str,
     *,
     chain_order: int | None = None,
@@ -118,12 +131,17 @@ def derive_memories(
     """Validate every draft against its source event, then store them all (or none).
 
     A draft identical to a memory already derived from this event returns that memory,
-    so repeating a derivation is harmless. ``chain_order`` places a fact where another
-    one stood (a correction keeping its start); by default it goes after its equals.
+    so repeating a derivation is harmless. ``segmented`` holds each draft's text as
+    ``text.segment`` returns it (computed before the transaction). ``chain_order`` places
+    a fact where another one stood (a correction keeping its start); by default it goes
+    after its equals.
     """
     event = load_event(conn, persona, project, event_id)
     valid = [validate(event, draft, f"memories[{n}]") for n, draft in enumerate(drafts)]
-    records = [insert_memory(conn, event, memory, now, chain_order) for memory in valid]
+    records = [
+        insert_memory(conn, event, memory, tokens, now, chain_order)
+        for memory, tokens in zip(valid, segmented, strict=True)
+    ]
     conn.execute(MARK_EXTRACTED, (event.id,))
     return records
 
@@ -187,6 +205,7 @@ def insert_memory(
     conn: sqlite3.Connection,
     event: SourceEvent,
     memory: ValidMemory,
+    segmented: str,
     now: str,
     chain_order: int | None = None,
 ) -> MemoryRecord:
@@ -212,7 +231,9 @@ def insert_memory(
     )  # fmt: skip
     num = conn.execute(INSERT_MEMORY, row).lastrowid
     assert num is not None
-    search.index_doc(conn, event.persona, event.project, "memory", row[0], draft.text)
+    search.index_doc(conn, event.persona, event.project, "memory", row[0], segmented)
+    if draft.gist is None and draft.kind in FADING_KINDS:
+        conn.execute(SET_CUE, (topic_cue(segmented), num))
     if draft.fact_key is not None:
         if chain_order is not None:
             conn.execute(SET_CHAIN_ORDER, (chain_order, num))
@@ -273,3 +294,15 @@ def load_memory(
     if scope is None or scope != (persona, project, None):
         raise NotFound("no memory with this id in this scope")
     return memory_from_row(conn.execute(SELECT_MEMORY, (memory_id,)).fetchone())
+
+
+def topic_cue(segmented: str) -> str:
+    """An extractive topic cue: the first distinct content words of a memory's text.
+
+    Shown (labelled as a cue) instead of an old episode that has no authored gist.
+    """
+    words = [
+        token for token in segmented.split()
+        if len(token) > 1 and not token.isdigit() and token not in STOP_WORDS
+    ]  # fmt: skip
+    return " ".join(list(dict.fromkeys(words))[:CUE_WORDS])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -23,9 +23,11 @@ from pydantic import ValidationError
 
 from . import (
     checkpoints,
+    context,
     corrections,
     deletion,
     embedding,
+    emotions,
     events,
     evidence,
     extraction,
@@ -61,7 +63,9 @@ from .models import (
     ROLES,
     SUBMITTABLE_CATEGORIES,
     Checkpoint,
+    ContextPack,
     Correction,
+    CurrentEmotion,
     Deletion,
     EventReceipt,
     EventStatus,
@@ -76,6 +80,7 @@ from .models import (
     Status,
 )
 from .pipeline import Pipeline, Progress
+from .text import segment_off_loop, warm_up
 
 DEFAULT_READ_CHARS = 4000
 MAX_QUERY_CHARS = 2000
@@ -83,6 +88,7 @@ MAX_RECALL_LIMIT = 200
 MAX_DRAFTS = 100
 MAX_CHECKPOINT_CHARS = 4000
 MAX_LIST_ITEMS = 100
+MAX_BUDGET = 1_000_000
 T = TypeVar("T")
 
 
@@ -107,6 +113,8 @@ async def open(
         model_client(settings, http_client) as client,
         anyio.create_task_group() as tg,
     ):
+        warming = anyio.CancelScope()
+        tg.start_soon(cancellable, warming, warm_up)  # jieba loads in a worker thread
         with anyio.CancelScope(shield=True):  # once started, these must be closed below
             await tg.start(db.writer.serve)
             pipeline = None if client is None else Pipeline(db, settings, client)
@@ -118,9 +126,15 @@ async def open(
         except BaseException as exc:  # re-raised below, outside the task group
             error = exc
         finally:
+            warming.cancel()
             await memory.aclose()
     if error is not None:
         raise error
+
+
+async def cancellable(scope: anyio.CancelScope, fn: Callable[[], Awaitable[None]]) -> None:
+    with scope:
+        await fn()
 
 
 @asynccontextmanager
@@ -278,6 +292,9 @@ class Scope:
             ingested_at=db_time(now),
             status=self._initial_status(category),
         )
+        if category == "conversation":  # the raw-fallback index; archived categories are not
+            [segmented] = await segment_off_loop([text])
+            event = replace(event, segmented=segmented)
         receipt = await self._memory._write(partial(events.insert_event, event=event))
         if receipt.status == "pending" and self._memory._pipeline is not None:
             self._memory._pipeline.enqueue(receipt.event_id)  # after COMMIT, never awaited
@@ -309,9 +326,10 @@ class Scope:
         """
         event_id = require_name(event_id, "event_id")
         drafts = parse_drafts(memories)
+        segmented = await segment_off_loop([draft.text for draft in drafts])
         return await self._memory._write(
             partial(facts.derive_memories, persona=self.persona, project=self.project,
-                    event_id=event_id, drafts=drafts, now=_now())
+                    event_id=event_id, drafts=drafts, segmented=segmented, now=_now())
         )  # fmt: skip
 
     async def recall(
@@ -332,15 +350,19 @@ class Scope:
         query = require_text(query, "query", max_chars=MAX_QUERY_CHARS)
         limit = require_int(limit, "limit", low=1, high=MAX_RECALL_LIMIT)
         mode = require_choice(mode, "mode", RECALL_MODES)
-        when = utc_now() if as_of is None else parse_time(as_of, "as_of")
+        when = when_or_now(as_of, "as_of")
         if not isinstance(include_history, bool):
             raise InvalidInput("include_history must be true or false")
         wanted = (
             None if kinds is None else {require_choice(k, "kinds", MEMORY_KINDS) for k in kinds}
         )
+        settings = self._memory.settings
         request = retrieval.RecallQuery(
             persona=self.persona, project=self.project, query=query, limit=limit, as_of=when,
             include_history=include_history, kinds=None if wanted is None else frozenset(wanted),
+            half_life_days=settings.freshness_half_life_days,
+            fade_after_days=settings.fade_after_days,
+            coarsen_after_days=settings.coarsen_after_days,
         )  # fmt: skip
         warnings: list[str] = []
         if mode != "fast":
@@ -418,6 +440,78 @@ class Scope:
                     settings=self._memory.settings)
         )  # fmt: skip
 
+    async def current_emotion(
+        self, *, as_of: str | datetime | None = None
+    ) -> CurrentEmotion | None:
+        """The latest emotion the assistant expressed, decayed toward zero (6-hour
+        half-life by default); None when there is none or it has faded below the floor."""
+        settings = self._memory.settings
+        return await self._memory._read(
+            partial(emotions.current_emotion, persona=self.persona, project=self.project,
+                    as_of=when_or_now(as_of, "as_of"),
+                    half_life_hours=settings.emotion_half_life_hours,
+                    floor=settings.emotion_floor)
+        )  # fmt: skip
+
+    async def resume(
+        self,
+        session: str,
+        *,
+        query: str | None = None,
+        budget: int = 4000,
+        model: str | None = None,
+        as_of: str | datetime | None = None,
+    ) -> ContextPack:
+        """A JSON context pack for resuming ``session`` within ``budget`` tokens.
+
+        Whole components in order: persona, checkpoint, recent agreements and growth,
+        memories recalled for ``query`` (else for the checkpoint's goal and pending steps),
+        current emotion, the session's last events. What does not fit is named in
+        ``omitted``; if even the persona does not fit, the context is empty and
+        ``insufficient_budget`` is set. Tokens are counted as UTF-8 bytes whatever
+        ``model`` is (a conservative estimate). The same inputs give the same pack.
+        """
+        session = require_name(session, "session")
+        budget = require_int(budget, "budget", low=1, high=MAX_BUDGET)
+        if query is not None:
+            query = require_text(query, "query", max_chars=MAX_QUERY_CHARS)
+        if model is not None:
+            require_name(model, "model")
+        when = when_or_now(as_of, "as_of")
+        persona = await self._memory.persona(self.persona)
+        checkpoint = await self.checkpoint(session)
+        agreements = await self._memory._read(
+            partial(context.recent_agreements, persona=self.persona, project=self.project,
+                    as_of=when)
+        )  # fmt: skip
+        about = context.recall_query(query, checkpoint)
+        recalled = [] if about is None else (
+            await self.recall(about, limit=context.RECALLED + len(agreements), as_of=when)
+        ).items  # fmt: skip
+        events_ = await self._memory._read(
+            partial(context.recent_events, persona=self.persona, project=self.project,
+                    session=session)
+        )  # fmt: skip
+        framing = {
+            "amem_context": 1, "notice": context.NOTICE,
+            "scope": {"persona": self.persona, "project": self.project},
+            "session": session, "as_of": when.isoformat(),
+        }  # fmt: skip
+        components = [
+            ("persona", context.persona_component(persona)),
+            ("checkpoint", context.checkpoint_component(checkpoint)),
+            ("agreements", agreements),
+            ("memories", context.memories_component(recalled, {a["id"] for a in agreements})),
+            ("emotion", context.emotion_component(await self.current_emotion(as_of=when))),
+            ("recent_events", events_),
+        ]
+        text_, included, omitted, insufficient = context.pack(framing, components, budget)
+        return ContextPack(
+            persona=self.persona, project=self.project, session=session, context=text_,
+            included=included, omitted=omitted, tokens_used=context.size(text_), budget=budget,
+            counter="utf8_bytes", insufficient_budget=insufficient, as_of=when,
+        )  # fmt: skip
+
     async def correct(
         self,
         memory_id: str,
@@ -438,10 +532,11 @@ class Scope:
         start = None if valid_at is None else db_time(parse_time(valid_at, "valid_at"))
         if reason is not None:
             reason = require_text(reason, "reason", max_chars=1000)
+        [segmented] = await segment_off_loop([text])
         return await self._memory._write(
             partial(corrections.correct, persona=self.persona, project=self.project,
-                    memory_id=memory_id, text=text, valid_at=start, reason=reason,
-                    correction_event_id=new_event_id(), now=_now())
+                    memory_id=memory_id, text=text, segmented=segmented, valid_at=start,
+                    reason=reason, correction_event_id=new_event_id(), now=_now())
         )  # fmt: skip
 
     async def delete(
@@ -536,6 +631,10 @@ def require_text_list(items: object, field: str) -> list[str]:
         require_text(item, f"{field}[{n}]", max_chars=MAX_CHECKPOINT_CHARS)
         for n, item in enumerate(items)
     ]
+
+
+def when_or_now(value: str | datetime | None, field: str) -> datetime:
+    return utc_now() if value is None else parse_time(value, field)
 
 
 def new_event_id() -> str:

@@ -325,3 +325,41 @@ class Status(Record):
 
 DRAFT_FIELDS = frozenset(MemoryDraft.model_fields) | frozenset(Emotion.model_fields) | {"memories"}
 """Field names that may appear in validation messages about drafts."""
+
+
+class CurrentEmotion(Record):
+    """The latest emotion the assistant expressed, decayed toward zero since then."""
+
+    label: str
+    valence: float
+    """The expressed valence times ``factor``."""
+    arousal: float
+    factor: float
+    """``0.5 ** (hours since expressed / half-life)``; below the floor it is not current."""
+    expressed_at: datetime
+    memory_id: str
+
+
+class ContextPack(Record):
+    """What ``Scope.resume`` (and ``session_resume``) returns: a budgeted context string.
+
+    ``context`` is a JSON document built from whole components, in order: ``persona``,
+    ``checkpoint``, ``agreements`` (recent agreements and growth), ``memories`` (recalled),
+    ``emotion`` (current), ``recent_events`` (the session's last events, chronological).
+    """
+
+    persona: str
+    project: str
+    session: str
+    context: str
+    """JSON text to hand the model; empty when ``insufficient_budget``."""
+    included: list[str]
+    omitted: list[str]
+    """Components that had content but did not fit the budget."""
+    tokens_used: int
+    budget: int
+    counter: str
+    """How tokens were counted: ``utf8_bytes`` (conservative, any model)."""
+    insufficient_budget: bool
+    """True when even the persona and framing do not fit: raise the budget."""
+    as_of: datetime

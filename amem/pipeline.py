@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 import httpx
 
-from . import embedding, extraction
+from . import embedding, extraction, text
 from .config import Settings
 from .db.database import Database
 from .errors import AmemError, UpstreamError
@@ -98,9 +98,11 @@ class Pipeline:
                 return await self._db.write(
                     partial(extraction.mark_failed, event_id=event_id, error=str(exc))
                 )
+            segmented = await text.segment_off_loop([draft.text for draft in drafts])
             outcome = await self._db.write(
-                partial(extraction.complete_extraction, event_id=event_id, drafts=drafts, now=now())
-            )
+                partial(extraction.complete_extraction, event_id=event_id, drafts=drafts,
+                        segmented=segmented, now=now())
+            )  # fmt: skip
         if outcome.new and outcome.memory_ids:
             await self.embed_opportunistically(outcome.memory_ids)
         return outcome

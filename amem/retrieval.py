@@ -1,58 +1,103 @@
-"""Recall: which memories are eligible at ``as_of``, which match the query, and in what order.
+"""Recall: which memories are eligible at ``as_of``, what evidence matches the query, and
+in what order they come back.
 
 Eligible: the scope's memories that are not revoked, have started (``valid_at <= as_of``;
 future facts wait for their start) and are still valid (``as_of < invalid_at``), or, with
 ``include_history``, have expired (marked ``expired``).
 
-Evidence: lexical matches of the query's tokens in the FTS index (``text.match_expression``)
-and, in ``semantic``/``deep`` mode, vectors of the current fingerprint whose cosine
-similarity to the query reaches the per-model threshold. ``semantic`` scans the most
-recent ``semantic_scan`` eligible vectors, ``deep`` all of them; ``fast`` never reads a
-vector or calls an embedding API. A query with no evidence returns nothing, never
-unrelated memories.
+Evidence, with bounded work however large the archive grows:
 
-Ranking is a weighted sum of parts in 0..1, each reported on the item: lexical (bm25,
-relative to the best candidate), semantic (cosine), basis, confidence and freshness
-(half-life 180 days from ``valid_at`` to ``as_of``). Related links join with the
-retrieval work; until then ``link`` is 0.
+- **lexical**: each query token is looked up in the FTS index *within the scope* (every
+  document carries its scope token), taking at most ``PER_TERM`` of its most recent
+  documents. A token with fewer matches is rare: all of them are candidates, and its idf
+  is high. The best ``RANKED`` candidates by idf-weighted term presence are then scored
+  with BM25 on their stored tokens. No query ever reads every posting of a common term.
+- **source-event keys**: a matching original event brings in the current memories
+  derived from it (a Chinese message finds the English memory extracted from it).
+- **one-hop links**: memories linked by ``related`` to a matching memory join with a
+  ``link`` score.
+- **semantic** (``semantic``/``deep`` modes only): vectors of the configured fingerprint
+  whose cosine similarity to the query reaches the per-model threshold.
+- **raw fallback**: a matching conversation event with no derived memory (and not
+  amended) comes back itself, labelled ``raw_fallback``, capped at 2,000 characters. Raw
+  text of amended or already-derived events is never used, so it cannot resurrect
+  revoked or expired facts.
+
+A query with no evidence returns nothing, never unrelated memories. The score is a
+weighted sum of parts in 0..1, each reported on the item (``WEIGHTS``): lexical (BM25
+relative to the best candidate), semantic (cosine), link, basis, confidence and
+freshness (``0.5 ** (age / half-life)``, age from ``valid_at`` to ``as_of``).
+
+Presentation fades old detail without deleting it: episodes, observations and emotions
+older than ``fade_after_days`` show their authored gist, or an extractive topic cue
+labelled as such; older than ``coarsen_after_days`` their time label is a decade.
+Originals stay readable through ``read``.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from .embedding import Vector, cosine, from_blob
+from .facts import FADING_KINDS
 from .inputs import db_time, from_db_time
 from .models import RecallItem, ScoreComponents
-from .text import match_expression
+from .text import literal, query_tokens, scope_token
 
+PER_TERM = 200
+"""Most recent in-scope documents taken per query token."""
+MAX_TERMS = 32
+RANKED = 100
+"""Candidates scored with BM25 (by idf-weighted presence first)."""
 CANDIDATES = 200
-"""Most candidates ranked per query, from each kind of evidence."""
-HALF_LIFE_DAYS = 180.0
+"""Most semantic candidates kept per query."""
+RAW_CHARS = 2000
+K1, B = 1.2, 0.75
 BASIS_WEIGHT = {"user_statement": 1.0, "assistant_expression": 0.8, "inference": 0.5}
-WEIGHTS = {"lexical": 0.45, "semantic": 0.25, "basis": 0.1, "confidence": 0.05, "freshness": 0.15}
+RAW_BASIS, RAW_CONFIDENCE = 0.3, 0.5
+SOURCE_EVENT_DISCOUNT = 0.8
+"""A memory found through its source event's text scores this share of that match."""
+WEIGHTS = {
+    "lexical": 0.40, "semantic": 0.25, "link": 0.10, "basis": 0.08, "confidence": 0.05,
+    "freshness": 0.12,
+}  # fmt: skip
 
-ITEM_COLUMNS = """
+MEMORY_COLUMNS = """
     m.id, m.text, m.quote, m.kind, m.basis, m.confidence, m.subject, m.fact_key,
-    m.valid_at, m.invalid_at, m.event_id, e.occurred_at
+    m.valid_at, m.invalid_at, m.event_id, e.occurred_at, m.gist, m.cue_key
 """
 ELIGIBLE = """
 m.persona = :persona and m.project = :project and m.revoked_at is null
 and m.valid_at <= :as_of and (:history or m.invalid_at is null or m.invalid_at > :as_of)
 {kinds}
 """
-SELECT_LEXICAL = f"""
-select {ITEM_COLUMNS}, -bm25(search_fts)
-from search_fts
-join search_docs d on d.num = search_fts.rowid
-join memories m on m.id = d.ref
-join events e on e.id = m.event_id
-where search_fts match :match and d.doc_kind = 'memory'
-  and d.persona = :persona and d.project = :project and {ELIGIBLE}
-order by bm25(search_fts) limit {CANDIDATES}
+SELECT_TERM = """
+select rowid from search_fts where search_fts match ? order by rowid desc limit ?
+"""
+SELECT_DOC = "select doc_kind, ref, tokens from search_docs where num = ?"
+COUNT_DOCS = "select max(num) from search_docs"
+SELECT_MEMORY = f"""
+select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
+where m.id = :id and {ELIGIBLE}
+"""
+SELECT_DERIVED = f"""
+select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
+where m.event_id = :event_id and {ELIGIBLE}
+"""
+HAS_DERIVED = "select 1 from memories where event_id = ? and revoked_at is null limit 1"
+SELECT_RAW = """
+select id, substr(text, 1, :cap), length(text), occurred_at from events
+where id = :id and category = 'conversation' and status in ('stored', 'pending', 'failed')
+"""
+SELECT_LINKED = """
+select to_id from relations where kind = 'related' and from_id = ?
+union
+select from_id from relations where kind = 'related' and to_id = ?
 """
 SELECT_VECTORS = f"""
 select m.id, v.vector from embeddings v join memories m on m.id = v.memory_id
@@ -60,9 +105,6 @@ where v.fingerprint = :fingerprint and {ELIGIBLE}
 order by m.num desc limit :scan
 """
 COUNT_ELIGIBLE = f"select count(*) from memories m where {ELIGIBLE}"
-SELECT_ITEM = f"""
-select {ITEM_COLUMNS}, 0.0 from memories m join events e on e.id = m.event_id where m.id = ?
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,55 +122,157 @@ class RecallQuery:
     scan: int | None = None
     """Most recent eligible vectors to scan; None scans all (``deep``)."""
     min_similarity: float = 0.3
+    half_life_days: float = 180.0
+    fade_after_days: float = 180.0
+    coarsen_after_days: float = 730.0
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What was found for one candidate, before it becomes a ``RecallItem``."""
+
+    row: tuple[object, ...]
+    lexical: float = 0.0
+    semantic: float = 0.0
+    link: float = 0.0
+    raw: bool = False
 
 
 def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[RecallItem], list[str]]:
     """Ranked items and warnings (incomplete vector coverage, scan cut short)."""
-    params, kinds = eligibility(q)
-    lexical: dict[str, tuple[object, ...]] = {}
-    match = match_expression(q.query)
-    if match is not None:
-        sql = SELECT_LEXICAL.format(kinds=kinds)
-        lexical = {row[0]: row for row in conn.execute(sql, {**params, "match": match})}
-    similarity: dict[str, float] = {}
+    params = eligibility(q)
+    found: dict[str, Evidence] = {}
+    for (doc_kind, ref), score in lexical_matches(conn, q).items():
+        if doc_kind == "memory":
+            add_memory(conn, found, params, ref, lexical=score)
+        else:
+            add_event(conn, found, params, ref, score, q.kinds)
     warnings: list[str] = []
     if q.vector is not None:
-        similarity, warnings = semantic_matches(conn, q, params, kinds)
-    rows = dict(lexical)
-    for memory_id in similarity.keys() - rows.keys():
-        rows[memory_id] = conn.execute(SELECT_ITEM, (memory_id,)).fetchone()
-    best = max((float(row[12]) for row in lexical.values()), default=0.0) or 1.0  # type: ignore[arg-type]
-    items = [
-        recall_item(row, best, similarity.get(str(row[0]), 0.0), q.as_of) for row in rows.values()
-    ]
+        similarity, warnings = semantic_matches(conn, q, params)
+        for memory_id, value in similarity.items():
+            add_memory(conn, found, params, memory_id, semantic=value)
+    add_links(conn, found, params)
+    items = [recall_item(evidence, q) for evidence in found.values()]
     items.sort(key=lambda item: (-item.score, item.id))
     return items[: q.limit], warnings
 
 
-def eligibility(q: RecallQuery) -> tuple[dict[str, object], str]:
+def eligibility(q: RecallQuery) -> dict[str, object]:
+    """Named parameters of ``ELIGIBLE``; ``kinds`` filters become ``:kind0``, ``:kind1``..."""
     params: dict[str, object] = {
         "persona": q.persona, "project": q.project, "as_of": db_time(q.as_of),
         "history": q.include_history,
     }  # fmt: skip
-    if not q.kinds:
-        return params, ""
-    names = [f"kind{n}" for n in range(len(q.kinds))]
-    params.update(zip(names, sorted(q.kinds), strict=True))
-    return params, f"and m.kind in ({', '.join(':' + name for name in names)})"
+    for n, kind in enumerate(sorted(q.kinds or ())):
+        params[f"kind{n}"] = kind
+    return params
+
+
+def kinds_clause(params: dict[str, object]) -> str:
+    names = [f":{name}" for name in params if name.startswith("kind")]
+    return f"and m.kind in ({', '.join(names)})" if names else ""
+
+
+def lexical_matches(conn: sqlite3.Connection, q: RecallQuery) -> dict[tuple[str, str], float]:
+    """BM25 of the best bounded candidates, normalised to 0..1, by ``(doc_kind, ref)``."""
+    terms = query_tokens(q.query)[:MAX_TERMS]
+    if not terms:
+        return {}
+    scope = literal(scope_token(q.persona, q.project))
+    postings = {
+        term: [
+            row[0] for row in conn.execute(SELECT_TERM, (f"{literal(term)} AND {scope}", PER_TERM))
+        ]
+        for term in terms
+    }
+    total = conn.execute(COUNT_DOCS).fetchone()[0] or 1  # documents ever indexed: cheap
+    idf = {term: math.log(1 + (total + 1) / (len(rows) + 0.5)) for term, rows in postings.items()}
+    presence: defaultdict[int, float] = defaultdict(float)
+    for term, rows in postings.items():
+        for rowid in rows:
+            presence[rowid] += idf[term]
+    best_present = sorted(presence, key=lambda rowid: (-presence[rowid], -rowid))[:RANKED]
+    docs = [(rowid, conn.execute(SELECT_DOC, (rowid,)).fetchone()) for rowid in best_present]
+    scored = bm25({rowid: doc[2].split()[1:] for rowid, doc in docs}, idf)
+    best = max(scored.values(), default=0.0) or 1.0
+    return {(doc[0], doc[1]): scored[rowid] / best for rowid, doc in docs if scored[rowid] > 0}
+
+
+def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, float]:
+    """Okapi BM25 of each document's tokens for the query terms in ``idf``."""
+    average = sum(map(len, documents.values())) / max(1, len(documents)) or 1.0
+    scores = {}
+    for rowid, words in documents.items():
+        counts = Counter(word for word in words if word in idf)
+        norm = K1 * (1 - B + B * len(words) / average)
+        scores[rowid] = sum(idf[t] * n * (K1 + 1) / (n + norm) for t, n in counts.items())
+    return scores
+
+
+def add_memory(
+    conn: sqlite3.Connection,
+    found: dict[str, Evidence],
+    params: dict[str, object],
+    memory_id: str,
+    **scores: float,
+) -> None:
+    """Record evidence for a memory, if it is eligible; the strongest evidence wins."""
+    evidence = found.get(memory_id)
+    if evidence is None:
+        sql = SELECT_MEMORY.format(kinds=kinds_clause(params))
+        row = conn.execute(sql, {**params, "id": memory_id}).fetchone()
+        if row is None:
+            return
+        evidence = found[memory_id] = Evidence(tuple(row))
+    for name, value in scores.items():
+        setattr(evidence, name, max(getattr(evidence, name), value))
+
+
+def add_event(
+    conn: sqlite3.Connection,
+    found: dict[str, Evidence],
+    params: dict[str, object],
+    event_id: str,
+    score: float,
+    kinds: Iterable[str] | None,
+) -> None:
+    """An event matched: its current memories, or the event itself as raw fallback."""
+    if conn.execute(HAS_DERIVED, (event_id,)).fetchone() is not None:
+        sql = SELECT_DERIVED.format(kinds=kinds_clause(params))
+        for row in conn.execute(sql, {**params, "event_id": event_id}).fetchall():
+            add_memory(conn, found, params, str(row[0]), lexical=score * SOURCE_EVENT_DISCOUNT)
+        return
+    if kinds:
+        return  # raw events have no kind
+    row = conn.execute(SELECT_RAW, {"id": event_id, "cap": RAW_CHARS}).fetchone()
+    if row is not None and event_id not in found:
+        found[event_id] = Evidence(tuple(row), lexical=score, raw=True)
+
+
+def add_links(
+    conn: sqlite3.Connection, found: dict[str, Evidence], params: dict[str, object]
+) -> None:
+    """One hop along explicit ``related`` links from every memory that matched."""
+    sources = [(memory_id, e.lexical) for memory_id, e in found.items() if not e.raw and e.lexical]
+    for memory_id, strength in sources:
+        for (neighbour,) in conn.execute(SELECT_LINKED, (memory_id, memory_id)).fetchall():
+            add_memory(conn, found, params, str(neighbour), link=strength)
 
 
 def semantic_matches(
-    conn: sqlite3.Connection, q: RecallQuery, params: dict[str, object], kinds: str
+    conn: sqlite3.Connection, q: RecallQuery, params: dict[str, object]
 ) -> tuple[dict[str, float], list[str]]:
     """Cosine similarity of the query to scanned vectors, kept where it reaches the threshold."""
     assert q.vector is not None
+    kinds = kinds_clause(params)
     scan = q.scan if q.scan is not None else -1  # sqlite: a negative limit means none
-    sql = SELECT_VECTORS.format(kinds=kinds)
+    vectors = conn.execute(
+        SELECT_VECTORS.format(kinds=kinds), {**params, "fingerprint": q.fingerprint, "scan": scan}
+    )
     scored = [
         (cosine(q.vector, from_blob(blob)), str(memory_id))
-        for memory_id, blob in conn.execute(
-            sql, {**params, "fingerprint": q.fingerprint, "scan": scan}
-        )
+        for memory_id, blob in vectors
         if len(blob) == 4 * len(q.vector)  # another dimension is another space
     ]
     eligible = conn.execute(COUNT_ELIGIBLE.format(kinds=kinds), params).fetchone()[0]
@@ -146,36 +290,64 @@ def semantic_matches(
     return {memory_id: similarity for similarity, memory_id in kept[:CANDIDATES]}, warnings
 
 
-def recall_item(
-    row: Sequence[object], best_lexical: float, similarity: float, as_of: datetime
-) -> RecallItem:
+def recall_item(evidence: Evidence, q: RecallQuery) -> RecallItem:
+    if evidence.raw:
+        return raw_item(evidence, q)
     (id_, text, quote, kind, basis, confidence, subject, fact_key, valid_at, invalid_at,
-     event_id, occurred_at, lexical) = row  # fmt: skip
+     event_id, occurred_at, gist, cue) = evidence.row  # fmt: skip
     valid = from_db_time(str(valid_at))
     ends = None if invalid_at is None else from_db_time(str(invalid_at))
     components = ScoreComponents(
-        lexical=max(0.0, float(lexical)) / best_lexical,  # type: ignore[arg-type]
-        semantic=max(0.0, min(1.0, similarity)),
-        link=0.0,
-        basis=BASIS_WEIGHT[str(basis)],
+        lexical=evidence.lexical, semantic=max(0.0, min(1.0, evidence.semantic)),
+        link=evidence.link, basis=BASIS_WEIGHT[str(basis)],
         confidence=float(confidence),  # type: ignore[arg-type]
-        freshness=freshness(valid, as_of),
-    )
+        freshness=freshness(valid, q.as_of, q.half_life_days),
+    )  # fmt: skip
+    shown, faded, coarse = present(str(text), str(kind), gist, cue, valid, q)
     return RecallItem.model_validate(
         {
-            "id": id_, "text": text, "quote": quote, "kind": kind, "basis": basis,
+            "id": id_, "text": shown, "quote": quote, "kind": kind, "basis": basis,
             "confidence": confidence, "subject": subject, "fact_key": fact_key,
             "valid_at": valid, "invalid_at": ends,
-            "expired": ends is not None and ends <= as_of,
+            "expired": ends is not None and ends <= q.as_of,
             "source_event_id": event_id, "occurred_at": from_db_time(str(occurred_at)),
             "score": round(score(components), 6), "components": components,
+            "gist": faded, "coarse_time": coarse,
         }
     )  # fmt: skip
 
 
-def freshness(valid_at: datetime, as_of: datetime) -> float:
+def raw_item(evidence: Evidence, q: RecallQuery) -> RecallItem:
+    event_id, text, length, occurred_at = evidence.row
+    when = from_db_time(str(occurred_at))
+    components = ScoreComponents(
+        lexical=evidence.lexical, semantic=0.0, link=0.0, basis=RAW_BASIS,
+        confidence=RAW_CONFIDENCE, freshness=freshness(when, q.as_of, q.half_life_days),
+    )  # fmt: skip
+    return RecallItem(
+        id=str(event_id), text=str(text), quote=None, kind=None, basis=None, confidence=None,
+        subject=None, fact_key=None, valid_at=None, invalid_at=None, expired=False,
+        source_event_id=str(event_id), occurred_at=when, score=round(score(components), 6),
+        components=components, raw_fallback=True, truncated=int(length) > RAW_CHARS,  # type: ignore[call-overload]
+    )  # fmt: skip
+
+
+def present(
+    text: str, kind: str, gist: object, cue: object, valid_at: datetime, q: RecallQuery
+) -> tuple[str, bool, str | None]:
+    """``(text shown, is a gist, coarse time label)`` for a memory of this age."""
+    age_days = (q.as_of - valid_at).total_seconds() / 86400
+    if kind not in FADING_KINDS or age_days <= q.fade_after_days:
+        return text, False, None
+    coarse = f"{valid_at.year // 10 * 10}s" if age_days > q.coarsen_after_days else None
+    if gist:
+        return str(gist), True, coarse
+    return f"[topic cue] {cue or text[:80]}", True, coarse
+
+
+def freshness(valid_at: datetime, as_of: datetime, half_life_days: float) -> float:
     age_days = max(0.0, (as_of - valid_at).total_seconds() / 86400)
-    return float(0.5 ** (age_days / HALF_LIFE_DAYS))
+    return float(0.5 ** (age_days / half_life_days))
 
 
 def score(parts: ScoreComponents) -> float:

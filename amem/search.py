@@ -1,6 +1,8 @@
-"""The lexical index: segmented copies of memory text in ``search_docs``, indexed by the
-external-content FTS5 table ``search_fts``. Rows are written and removed in the same
-transaction as the memory they index. Plain functions of a connection.
+"""The lexical index: segmented copies of memory and event text in ``search_docs``,
+indexed by the external-content FTS5 table ``search_fts``. Rows are written and removed in
+the same transaction as the row they index; the text is segmented before that transaction
+(``text.segment_off_loop``), never inside the writer. Every document starts with its
+scope token, so FTS can filter by scope. Plain functions of a connection.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
-from .text import segment
+from .text import scope_token
 
 INSERT_DOC = """
 insert into search_docs (persona, project, doc_kind, ref, tokens) values (?, ?, ?, ?, ?)
@@ -20,9 +22,10 @@ DELETE_DOC = "delete from search_docs where num = ?"
 
 
 def index_doc(
-    conn: sqlite3.Connection, persona: str, project: str, doc_kind: str, ref: str, text: str
+    conn: sqlite3.Connection, persona: str, project: str, doc_kind: str, ref: str, segmented: str
 ) -> None:
-    tokens = segment(text)
+    """Index one document: ``segmented`` is its text as ``text.segment`` returns it."""
+    tokens = f"{scope_token(persona, project)} {segmented}"
     num = conn.execute(INSERT_DOC, (persona, project, doc_kind, ref, tokens)).lastrowid
     conn.execute(INSERT_FTS, (num, tokens))
 

@@ -1,24 +1,90 @@
 """Turning text into search tokens, and queries into safe FTS5 expressions.
 
-Stored text is indexed as *segmented* text: word tokens separated by spaces, with every
-CJK character as a token of its own, so ``书`` finds ``本书``. FTS5's ``unicode61``
-tokenizer then only splits on the spaces amem put there (and folds case and diacritics).
-Queries are built from the same tokens, each quoted as an FTS5 string literal, so no
-user text is ever executed as query syntax.
+Stored text is indexed as *segmented* text: tokens separated by spaces. A CJK run yields
+its jieba search-mode words (``本书``, ``三体``) and every single CJK character (``书``), so
+a one-character query finds the words containing it; other text yields lower-cased words
+(``python3``, ``11``), and a word mixing letters and digits also its parts (``python``,
+``3``). FTS5's ``unicode61`` tokenizer then only splits on the spaces amem
+put there. Queries are built from the same tokens, each quoted as an FTS5 string literal,
+so no user text is ever executed as query syntax.
+
+jieba's dictionary (about 70 MB once loaded) is shared by every ``Memory`` of the process
+and loaded once, in a worker thread, never on an event loop: ``warm_up`` starts it when a
+``Memory`` opens, and the first tokenization waits for it. Its cache file lives in a
+private directory and its logging is quiet.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
 import re
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
-# A run of letters/digits that are not CJK, or one CJK character (Han, kana, hangul).
-CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
-TOKEN = re.compile(rf"[{CJK}]|[^\W_{CJK}]+")
+import anyio
+
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
+RUN = re.compile(rf"[{CJK}]+|[^\W_{CJK}]+")
+"""A run of CJK characters, or a word of other letters and digits."""
+CJK_RUN = re.compile(rf"[{CJK}]")
+LETTERS_OR_DIGITS = re.compile(r"\d+|[^\W\d_]+")
+
+_lock = threading.Lock()
+_tokenizer: object | None = None
+
+
+def _jieba() -> object:
+    """The process-wide jieba tokenizer, initialised on first use (blocking: call it from
+    a worker thread)."""
+    global _tokenizer
+    with _lock:
+        if _tokenizer is None:
+            with warnings.catch_warnings():  # jieba's source has invalid escape sequences
+                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", SyntaxWarning)
+                import jieba
+
+            logging.getLogger("jieba").setLevel(logging.WARNING)  # it logs to stderr at DEBUG
+            tokenizer = jieba.Tokenizer()
+            tokenizer.tmp_dir = str(private_cache_dir())
+            tokenizer.initialize()
+            _tokenizer = tokenizer
+        return _tokenizer
+
+
+def private_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/amem`` (or ``~/.cache/amem``), readable by its owner only."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    path = Path(base) / "amem"
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if path.stat().st_uid == os.getuid() and os.access(path, os.W_OK):
+            return path
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="amem-cache-"))
 
 
 def tokens(text: str) -> list[str]:
-    """Search tokens of ``text``: lower-cased words and single CJK characters, in order."""
-    return [token.lower() for token in TOKEN.findall(text)]
+    """Search tokens of ``text``, in order (blocking the first time: see ``warm_up``)."""
+    found: list[str] = []
+    for run in RUN.findall(text):
+        if CJK_RUN.match(run):
+            words = _jieba().cut_for_search(run)  # type: ignore[attr-defined]
+            found += [word for word in words if len(word) > 1]
+            found += list(run)
+        else:
+            word = run.lower()
+            found.append(word)
+            parts = LETTERS_OR_DIGITS.findall(word)
+            if len(parts) > 1:  # "python3" is also "python" and "3"
+                found += parts
+    return found
 
 
 def segment(text: str) -> str:
@@ -26,13 +92,42 @@ def segment(text: str) -> str:
     return " ".join(tokens(text))
 
 
-def match_expression(query: str) -> str | None:
-    """An FTS5 MATCH expression that finds documents holding any token of ``query``.
+def segment_all(texts: Sequence[str]) -> list[str]:
+    return [segment(text) for text in texts]
 
-    Every token is a quoted literal (``"`` doubled inside), so operators, column filters,
-    ``NEAR``, ``*`` or ``:`` in the query are just text. None when the query has no tokens.
-    """
-    unique = dict.fromkeys(tokens(query))
-    if not unique:
-        return None
-    return " OR ".join('"' + token.replace('"', '""') + '"' for token in unique)
+
+async def segment_off_loop(texts: Sequence[str]) -> list[str]:
+    """``segment`` for each text, in a worker thread (jieba is CPU work)."""
+    if sum(map(len, texts)) < 4000 and not any(CJK_RUN.search(text) for text in texts):
+        return segment_all(texts)  # short and no jieba involved: cheap enough for the loop
+    return await anyio.to_thread.run_sync(segment_all, texts)
+
+
+async def warm_up() -> None:
+    """Load jieba's dictionary in a worker thread (a ``Memory`` starts this on open).
+
+    Cancelling it (a ``Memory`` closed at once) abandons the thread, which finishes the
+    load for the next user instead of holding up the close."""
+    await anyio.to_thread.run_sync(_jieba, abandon_on_cancel=True)
+
+
+def scope_token(persona: str, project: str) -> str:
+    """A token added to every indexed document of a scope, so FTS can filter by scope.
+    Letters and digits only, and never produced from real text by ``tokens``' lower-case
+    words in practice (a fixed prefix plus 16 hex digits)."""
+    digest = hashlib.sha256(f"{persona}\x00{project}".encode()).hexdigest()[:16]
+    return f"qscope{digest}"
+
+
+def literal(token: str) -> str:
+    """An FTS5 string literal: the token in double quotes, inner quotes doubled."""
+    return '"' + token.replace('"', '""') + '"'
+
+
+def query_tokens(query: str) -> list[str]:
+    """The distinct tokens of a query, in order."""
+    return list(dict.fromkeys(tokens(query)))
+
+
+def match_any(terms: Iterable[str]) -> str:
+    return " OR ".join(literal(term) for term in terms)

@@ -433,7 +433,13 @@ async def test_completing_an_extracted_event_again_returns_its_memories(db_path:
                 text="User likes blues", quote="blues", kind="preference", basis="user_statement"
             )
             outcome = await mem._db.write(
-                partial(complete_extraction, event_id="e-1", drafts=[late], now=now())
+                partial(
+                    complete_extraction,
+                    event_id="e-1",
+                    drafts=[late],
+                    segmented=["blues"],
+                    now=now(),
+                )
             )
             assert (outcome.status, outcome.memory_ids, outcome.new) == (
                 "extracted",

@@ -124,7 +124,11 @@ async def test_deleting_an_event_removes_everything_derived(
     removed = await scope.delete(event_id="e-1")
     assert removed.event_ids == ["e-1"]
     assert sorted(removed.memory_ids) == sorted([jazz.id, oslo.id])
-    assert (removed.search_rows, removed.vectors, removed.relations) == (2, 1, 0)
+    assert (removed.search_rows, removed.vectors, removed.relations) == (
+        3,
+        1,
+        0,
+    )  # 2 memories, 1 event
     with pytest.raises(amem.NotFound):
         await scope.read("e-1")
     assert (await scope.recall("jazz Oslo")).items == []

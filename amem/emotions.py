@@ -1,0 +1,45 @@
+"""The current emotion: the latest assistant-expressed emotion, decayed toward zero.
+
+Valence and arousal are multiplied by ``0.5 ** (hours / half-life)`` (6 hours by
+default); once that factor falls below the floor (0.01, about 40 hours) the emotion is no
+longer current. Historical expressions stay stored as memories; the persona never
+changes because of them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+
+from .inputs import db_time, from_db_time
+from .models import CurrentEmotion
+
+SELECT_LATEST = """
+select id, emotion, valence, arousal, valid_at from memories
+where persona = ? and project = ? and revoked_at is null and emotion is not null
+  and basis = 'assistant_expression' and valid_at <= ?
+order by valid_at desc, num desc limit 1
+"""
+
+
+def current_emotion(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    as_of: datetime,
+    half_life_hours: float,
+    floor: float,
+) -> CurrentEmotion | None:
+    row = conn.execute(SELECT_LATEST, (persona, project, db_time(as_of))).fetchone()
+    if row is None:
+        return None
+    memory_id, label, valence, arousal, valid_at = row
+    expressed = from_db_time(valid_at)
+    hours = max(0.0, (as_of - expressed).total_seconds() / 3600)
+    factor = 0.5 ** (hours / half_life_hours)
+    if factor < floor:
+        return None
+    return CurrentEmotion(
+        label=label, valence=round(valence * factor, 6), arousal=round(arousal * factor, 6),
+        factor=round(factor, 6), expressed_at=expressed, memory_id=memory_id,
+    )  # fmt: skip
