@@ -16,8 +16,9 @@ from .models import CurrentEmotion
 
 SELECT_LATEST = """
 select id, emotion, valence, arousal, valid_at from memories
-where persona = ? and project = ? and revoked_at is null and emotion is not null
-  and basis = 'assistant_expression' and valid_at <= ?
+where persona = :persona and project = :project and revoked_at is null and emotion is not null
+  and basis = 'assistant_expression' and valid_at <= :as_of
+  and (invalid_at is null or invalid_at > :as_of)
 order by valid_at desc, num desc limit 1
 """
 
@@ -30,7 +31,8 @@ def current_emotion(
     half_life_hours: float,
     floor: float,
 ) -> CurrentEmotion | None:
-    row = conn.execute(SELECT_LATEST, (persona, project, db_time(as_of))).fetchone()
+    params = {"persona": persona, "project": project, "as_of": db_time(as_of)}
+    row = conn.execute(SELECT_LATEST, params).fetchone()
     if row is None:
         return None
     memory_id, label, valence, arousal, valid_at = row

@@ -25,6 +25,7 @@ from . import search
 from .errors import InvalidInput, NotFound
 from .inputs import db_time, from_db_time, parse_time
 from .models import Emotion, MemoryDraft, MemoryRecord
+from .text import STOP_WORDS
 
 ARCHIVED_CATEGORIES = frozenset(("reference", "persona"))
 FADING_KINDS = frozenset(("episode", "observation", "emotion"))
@@ -73,14 +74,6 @@ SET_CHAIN_ORDER = "update memories set chain_order = ? where num = ?"
 CLOSE_INTERVAL = "update memories set invalid_at = ? where num = ?"
 SET_CUE = "update memories set cue_key = ? where num = ?"
 CUE_WORDS = 6
-# fmt: off
-STOP_WORDS = frozenset({
-    "the", "a", "an", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "from",
-    "by", "is", "are", "was", "were", "be", "been", "am", "i", "you", "he", "she", "it", "we",
-    "they", "me", "my", "your", "his", "her", "its", "our", "their", "this", "that", "these",
-    "those", "user", "assistant", "said", "says", "about", "just", "very", "really",
-})
-# fmt: on
 MARK_EXTRACTED = """
 update events set status = 'extracted', error = null
 where id = ? and status in ('stored', 'pending', 'failed')

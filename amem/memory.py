@@ -490,7 +490,7 @@ class Scope:
         ).items  # fmt: skip
         events_ = await self._memory._read(
             partial(context.recent_events, persona=self.persona, project=self.project,
-                    session=session)
+                    session=session, as_of=when)
         )  # fmt: skip
         framing = {
             "amem_context": 1, "notice": context.NOTICE,

@@ -7,11 +7,12 @@ future facts wait for their start) and are still valid (``as_of < invalid_at``),
 
 Evidence, with bounded work however large the archive grows:
 
-- **lexical**: each query token is looked up in the FTS index *within the scope* (every
-  document carries its scope token), taking at most ``PER_TERM`` of its most recent
-  documents. A token with fewer matches is rare: all of them are candidates, and its idf
-  is high. The best ``RANKED`` candidates by idf-weighted term presence are then scored
-  with BM25 on their stored tokens. No query ever reads every posting of a common term.
+- **lexical**: each query token (function words aside) is looked up in the FTS index
+  *within the scope* (every document carries its scope token), taking at most
+  ``PER_TERM`` of its most recent documents. A token with fewer matches is rare: all of
+  them are candidates, and its idf is high. The best ``RANKED`` candidates by
+  idf-weighted term presence are scored with BM25 on their stored tokens. No query ever
+  reads every posting of a common term.
 - **source-event keys**: a matching original event brings in the current memories
   derived from it (a Chinese message finds the English memory extracted from it).
 - **one-hop links**: memories linked by ``related`` to a matching memory join with a
@@ -25,7 +26,8 @@ Evidence, with bounded work however large the archive grows:
 
 A query with no evidence returns nothing, never unrelated memories. The score is a
 weighted sum of parts in 0..1, each reported on the item (``WEIGHTS``): lexical (BM25
-relative to the best candidate), semantic (cosine), link, basis, confidence and
+relative to a document holding every query term once), semantic (cosine), link, basis,
+confidence and
 freshness (``0.5 ** (age / half-life)``, age from ``valid_at`` to ``as_of``).
 
 Presentation fades old detail without deleting it: episodes, observations and emotions
@@ -89,10 +91,14 @@ SELECT_DERIVED = f"""
 select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
 where m.event_id = :event_id and {ELIGIBLE}
 """
-HAS_DERIVED = "select 1 from memories where event_id = ? and revoked_at is null limit 1"
+SELECT_EVENT_STATE = """
+select status, exists (select 1 from memories where event_id = :id and revoked_at is null)
+from events where id = :id
+"""
 SELECT_RAW = """
 select id, substr(text, 1, :cap), length(text), occurred_at from events
 where id = :id and category = 'conversation' and status in ('stored', 'pending', 'failed')
+  and occurred_at <= :as_of
 """
 SELECT_LINKED = """
 select to_id from relations where kind = 'related' and from_id = ?
@@ -192,11 +198,12 @@ def lexical_matches(conn: sqlite3.Connection, q: RecallQuery) -> dict[tuple[str,
     for term, rows in postings.items():
         for rowid in rows:
             presence[rowid] += idf[term]
+    whole = sum(idf.values())
     best_present = sorted(presence, key=lambda rowid: (-presence[rowid], -rowid))[:RANKED]
     docs = [(rowid, conn.execute(SELECT_DOC, (rowid,)).fetchone()) for rowid in best_present]
     scored = bm25({rowid: doc[2].split()[1:] for rowid, doc in docs}, idf)
-    best = max(scored.values(), default=0.0) or 1.0
-    return {(doc[0], doc[1]): scored[rowid] / best for rowid, doc in docs if scored[rowid] > 0}
+    # relative to a document holding every query term once: 1.0 means a full match
+    return {(doc[0], doc[1]): min(1.0, scored[rowid] / whole) for rowid, doc in docs}
 
 
 def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, float]:
@@ -237,15 +244,23 @@ def add_event(
     score: float,
     kinds: Iterable[str] | None,
 ) -> None:
-    """An event matched: its current memories, or the event itself as raw fallback."""
-    if conn.execute(HAS_DERIVED, (event_id,)).fetchone() is not None:
+    """An event matched: its current memories, or the event itself as raw fallback.
+
+    An amended event's words were corrected: they are no key to anything.
+    """
+    status, derived = conn.execute(SELECT_EVENT_STATE, {"id": event_id}).fetchone()
+    if status == "amended":
+        return
+    if derived:
         sql = SELECT_DERIVED.format(kinds=kinds_clause(params))
         for row in conn.execute(sql, {**params, "event_id": event_id}).fetchall():
             add_memory(conn, found, params, str(row[0]), lexical=score * SOURCE_EVENT_DISCOUNT)
         return
     if kinds:
         return  # raw events have no kind
-    row = conn.execute(SELECT_RAW, {"id": event_id, "cap": RAW_CHARS}).fetchone()
+    row = conn.execute(
+        SELECT_RAW, {"id": event_id, "cap": RAW_CHARS, "as_of": params["as_of"]}
+    ).fetchone()
     if row is not None and event_id not in found:
         found[event_id] = Evidence(tuple(row), lexical=score, raw=True)
 
@@ -337,9 +352,11 @@ def present(
 ) -> tuple[str, bool, str | None]:
     """``(text shown, is a gist, coarse time label)`` for a memory of this age."""
     age_days = (q.as_of - valid_at).total_seconds() / 86400
-    if kind not in FADING_KINDS or age_days <= q.fade_after_days:
+    if kind not in FADING_KINDS:
         return text, False, None
     coarse = f"{valid_at.year // 10 * 10}s" if age_days > q.coarsen_after_days else None
+    if age_days <= q.fade_after_days:
+        return text, False, coarse
     if gist:
         return str(gist), True, coarse
     return f"[topic cue] {cue or text[:80]}", True, coarse

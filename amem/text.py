@@ -124,9 +124,29 @@ def literal(token: str) -> str:
     return '"' + token.replace('"', '""') + '"'
 
 
+# fmt: off
+STOP_WORDS = frozenset({
+    "the", "a", "an", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "from",
+    "by", "is", "are", "was", "were", "be", "been", "am", "i", "you", "he", "she", "it", "we",
+    "they", "me", "my", "your", "his", "her", "its", "our", "their", "this", "that", "these",
+    "those", "what", "which", "who", "whom", "how", "when", "where", "why", "do", "does",
+    "did", "have", "has", "had", "about", "just", "very", "really", "user", "assistant",
+    "said", "says", "s", "t", "not", "no", "any", "some", "there", "here", "than", "then",
+    "的", "了", "我", "你", "他", "她", "它", "们", "是", "在", "有", "和", "就", "不", "也", "很",
+    "都", "这", "那", "吗", "呢", "吧", "啊", "么", "什", "哪", "一", "个", "着", "过", "把", "被",
+    "给", "让", "与", "及", "等", "对", "还", "又", "什么", "怎么", "哪里", "我们", "你们", "他们",
+    "她们", "自己", "没有", "用户", "一个", "这个", "那个",
+})
+# fmt: on
+"""Function words: left out of queries (when anything else is left) and of topic cues."""
+
+
 def query_tokens(query: str) -> list[str]:
-    """The distinct tokens of a query, in order."""
-    return list(dict.fromkeys(tokens(query)))
+    """The distinct tokens of a query, in order, without function words unless the query
+    has nothing else ("the who" still finds The Who)."""
+    found = list(dict.fromkeys(tokens(query)))
+    content = [token for token in found if token not in STOP_WORDS]
+    return content or found
 
 
 def match_any(terms: Iterable[str]) -> str:

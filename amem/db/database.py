@@ -68,7 +68,7 @@ class Database:
             try:
                 return await conn.run(lambda c: read_snapshot(c, fn))
             except sqlite3.Error as exc:
-                raise storage_error(exc) from None
+                raise storage_error(exc, writing=False) from None
             finally:
                 self._free_readers.append(conn)
 

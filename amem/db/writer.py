@@ -211,7 +211,7 @@ def is_busy(exc: sqlite3.Error) -> bool:
     )
 
 
-def storage_error(exc: BaseException) -> BaseException:
+def storage_error(exc: BaseException, *, writing: bool = True) -> BaseException:
     """Translate a ``sqlite3`` error into the ``AmemError`` a caller sees."""
     if isinstance(exc, AmemError) or not isinstance(exc, sqlite3.Error):
         return exc
@@ -226,6 +226,7 @@ def storage_error(exc: BaseException) -> BaseException:
         )
     else:
         name = getattr(exc, "sqlite_errorname", type(exc).__name__)
-        error = StorageError(f"the database failed ({name}); nothing was written")
+        outcome = "; nothing was written" if writing else ""
+        error = StorageError(f"the database failed ({name}){outcome}")
     error.__cause__ = exc
     return error

@@ -1,0 +1,342 @@
+"""The current emotion and session resume packs (``Scope.resume``), in Chinese and English.
+
+Packs are JSON; their size is counted in UTF-8 bytes, so Chinese text (three bytes a
+character) shows whether the budget counts bytes or characters.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import amem
+
+pytestmark = pytest.mark.anyio
+
+EXPRESSED = "2026-05-01T12:00:00Z"
+AS_OF = "2026-06-01T00:00:00Z"
+SESSION = "chat-7"
+FRAMING = ["amem_context", "notice", "scope", "session", "as_of"]
+ORDER = ["persona", "checkpoint", "agreements", "memories", "emotion", "recent_events"]
+PERSONA = "你是小林，一位耐心、温和的中文学习助手。回答简洁，先给例句再解释。"
+
+
+def hours_after(when: str, hours: float) -> str:
+    return (datetime.fromisoformat(when) + timedelta(hours=hours)).isoformat()
+
+
+async def express(
+    scope: amem.Scope,
+    text: str,
+    quote: str,
+    label: str,
+    *,
+    at: str = EXPRESSED,
+    valence: float = 0.8,
+    arousal: float = 0.6,
+) -> amem.MemoryRecord:
+    """An assistant message and the emotion it expressed."""
+    receipt = await scope.submit_event(text, role="assistant", occurred_at=at)
+    emotion = {"label": label, "valence": valence, "arousal": arousal}
+    [memory] = await scope.add_memories(
+        receipt.event_id,
+        [{"text": f"Assistant felt {label}", "quote": quote, "kind": "emotion",
+          "basis": "assistant_expression", "emotion": emotion}],
+    )  # fmt: skip
+    return memory
+
+
+async def derive(
+    scope: amem.Scope,
+    event: str,
+    text: str,
+    quote: str,
+    *,
+    at: str = "2026-05-20T00:00:00Z",
+    kind: str = "fact",
+    session: str | None = None,
+) -> amem.MemoryRecord:
+    receipt = await scope.submit_event(event, role="user", occurred_at=at, session=session)
+    [memory] = await scope.add_memories(
+        receipt.event_id, [{"text": text, "quote": quote, "kind": kind, "basis": "user_statement"}]
+    )
+    return memory
+
+
+# -- current emotion -------------------------------------------------------------------
+
+
+async def test_the_current_emotion_is_the_latest_assistant_expression(scope: amem.Scope) -> None:
+    later = await express(scope, "我们终于修好了这个 bug，真让人欣慰。", "真让人欣慰", "relief",
+                          at=hours_after(EXPRESSED, 1))  # fmt: skip
+    await express(scope, "What a wonderful surprise!", "wonderful surprise", "joy")  # said earlier
+    await scope.submit_event("I am furious about this!", role="user",
+                             occurred_at=hours_after(EXPRESSED, 2))  # fmt: skip
+    emotion = await scope.current_emotion(as_of=hours_after(EXPRESSED, 2))
+    assert emotion is not None
+    assert (emotion.label, emotion.memory_id) == ("relief", later.id)
+    assert emotion.expressed_at == datetime.fromisoformat(hours_after(EXPRESSED, 1))
+
+
+async def test_there_is_no_current_emotion_before_any_was_expressed(scope: amem.Scope) -> None:
+    assert await scope.current_emotion(as_of=AS_OF) is None
+    await express(scope, "太好了！", "太好了", "joy")
+    assert await scope.current_emotion(as_of=hours_after(EXPRESSED, -1)) is None
+
+
+@pytest.mark.parametrize(("hours", "factor"), [(0, 1.0), (6, 0.5), (12, 0.25), (39, 0.5**6.5)])
+async def test_the_current_emotion_decays_with_a_six_hour_half_life(
+    scope: amem.Scope, hours: float, factor: float
+) -> None:
+    memory = await express(scope, "听到这个消息我很难过。", "我很难过", "sadness", valence=-0.8,
+                           arousal=0.6)  # fmt: skip
+    emotion = await scope.current_emotion(as_of=hours_after(EXPRESSED, hours))
+    assert emotion is not None
+    assert emotion.factor == pytest.approx(factor, abs=1e-6)
+    assert emotion.valence == pytest.approx(-0.8 * factor, abs=1e-6)
+    assert emotion.arousal == pytest.approx(0.6 * factor, abs=1e-6)
+    assert (emotion.label, emotion.memory_id) == ("sadness", memory.id)
+
+
+@pytest.mark.parametrize("hours", [41, 48, 24 * 30])
+async def test_a_faded_emotion_is_no_longer_current(scope: amem.Scope, hours: float) -> None:
+    await express(scope, "What a wonderful surprise!", "wonderful surprise", "joy")
+    assert await scope.current_emotion(as_of=hours_after(EXPRESSED, hours)) is None
+
+
+async def test_the_emotion_half_life_is_configurable(db_path: Path) -> None:
+    async with amem.open(db_path, settings=amem.Settings(emotion_half_life_hours=12)) as mem:
+        scope = mem.scope(persona="assistant", project="support")
+        await express(scope, "What a wonderful surprise!", "wonderful surprise", "joy")
+        emotion = await scope.current_emotion(as_of=hours_after(EXPRESSED, 12))
+        assert emotion is not None
+        assert (emotion.factor, emotion.valence, emotion.arousal) == (0.5, 0.4, 0.3)
+        assert await scope.current_emotion(as_of=hours_after(EXPRESSED, 48)) is not None
+
+
+# -- resume packs ----------------------------------------------------------------------
+
+
+async def populate(mem: amem.Memory, scope: amem.Scope) -> None:
+    """A persona, a checkpoint, an agreement, memories, an emotion and session events."""
+    await mem.set_persona(scope.persona, PERSONA)
+    receipt = await scope.submit_event("以后每次都先给我例句，好吗？", role="user", session=SESSION,
+                                       occurred_at="2026-05-30T09:00:00+08:00")  # fmt: skip
+    await scope.add_memories(
+        receipt.event_id,
+        [{"text": "约定：先给例句再解释", "quote": "先给我例句", "kind": "agreement",
+          "basis": "user_statement"}],
+    )  # fmt: skip
+    await derive(scope, "我在准备 HSK 五级考试", "用户在准备HSK五级考试", "准备 HSK 五级考试")
+    await derive(scope, "I practise Chinese with podcasts", "User practises with podcasts",
+                 "practise Chinese with podcasts")  # fmt: skip
+    await express(scope, "你真厉害，太棒了！", "太棒了", "joy", at="2026-05-31T20:00:00Z")
+    for n, text in enumerate(["“了”什么时候用？", "Can you give an example?", "好的，谢谢！"]):
+        await scope.submit_event(text, role="user" if n != 1 else "assistant", session=SESSION,
+                                 occurred_at=f"2026-05-31T2{n}:30:00Z")  # fmt: skip
+    await scope.save_checkpoint(SESSION, goal="复习HSK五级语法", pending=["练习“了”的用法"],
+                                next_action="给三个例句")  # fmt: skip
+
+
+async def test_a_resume_pack_is_json_with_components_in_order(
+    mem: amem.Memory, scope: amem.Scope
+) -> None:
+    await populate(mem, scope)
+    pack = await scope.resume(SESSION, query="HSK 考试", budget=20_000, as_of=AS_OF)
+    document = json.loads(pack.context)
+    assert list(document) == FRAMING + ORDER
+    assert (pack.included, pack.omitted, pack.insufficient_budget) == (ORDER, [], False)
+    assert document["persona"]["text"] == PERSONA
+    assert document["checkpoint"]["goal"] == "复习HSK五级语法"
+    assert [a["text"] for a in document["agreements"]] == ["约定：先给例句再解释"]
+    assert [m["text"] for m in document["memories"]] == ["用户在准备HSK五级考试"]
+    assert document["emotion"]["label"] == "joy"
+    assert document["emotion"]["valence"] == pytest.approx(0.8 * 0.5 ** (4 / 6), abs=1e-6)
+    assert (pack.session, pack.counter, pack.budget) == (SESSION, "utf8_bytes", 20_000)
+
+
+async def test_recent_events_are_the_sessions_last_five_in_order_with_times(
+    scope: amem.Scope,
+) -> None:
+    texts = [f"第{n}条消息 message {n}" for n in range(8)]
+    for n, text in enumerate(texts):
+        await scope.submit_event(text, role="user" if n % 2 else "assistant", session=SESSION,
+                                 occurred_at=f"2026-05-31T1{n}:00:00+08:00")  # fmt: skip
+    await scope.submit_event("another session", role="user", session="other",
+                             occurred_at="2026-05-31T20:00:00Z")  # fmt: skip
+    await scope.submit_event("a reference note", role="user", session=SESSION,
+                             category="reference", occurred_at="2026-05-31T21:00:00Z")  # fmt: skip
+    pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
+    events = json.loads(pack.context)["recent_events"]
+    assert [e["text"] for e in events] == texts[3:]
+    assert [datetime.fromisoformat(e["occurred_at"]) for e in events] == [
+        datetime.fromisoformat(f"2026-05-31T1{n}:00:00+08:00") for n in range(3, 8)
+    ]
+    assert [e["role"] for e in events] == ["user", "assistant", "user", "assistant", "user"]
+
+
+async def test_recent_events_follow_occurrence_time(scope: amem.Scope) -> None:
+    await scope.submit_event("later message", role="user", session=SESSION,
+                             occurred_at="2026-05-31T12:00:00Z")  # fmt: skip
+    await scope.submit_event("earlier message, imported late", role="user", session=SESSION,
+                             occurred_at="2026-05-30T12:00:00Z")  # fmt: skip
+    pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
+    events = json.loads(pack.context)["recent_events"]
+    assert [e["text"] for e in events] == ["earlier message, imported late", "later message"]
+
+
+async def test_agreements_and_memories_are_capped_at_twenty(scope: amem.Scope) -> None:
+    agreements = []
+    for n in range(23):
+        receipt = await scope.submit_event(
+            f"We agreed on rule {n}: jazz on Fridays", role="user",
+            occurred_at=f"2026-05-{n + 1:02d}T00:00:00Z",
+        )  # fmt: skip
+        [memory] = await scope.add_memories(
+            receipt.event_id,
+            [{"text": f"Agreement {n}: jazz on Fridays", "quote": f"rule {n}",
+              "kind": "growth" if n % 5 == 0 else "agreement", "basis": "user_statement"}],
+        )  # fmt: skip
+        agreements.append(memory)
+    memories = [
+        await derive(scope, f"I heard jazz record {n}", f"User heard jazz record {n}",
+                     f"jazz record {n}")
+        for n in range(23)
+    ]  # fmt: skip
+    pack = await scope.resume(SESSION, query="jazz", budget=100_000, as_of=AS_OF)
+    document = json.loads(pack.context)
+    assert [a["id"] for a in document["agreements"]] == [m.id for m in agreements[::-1][:20]]
+    recalled = [m["id"] for m in document["memories"]]
+    assert len(recalled) == 20
+    assert set(recalled) <= {m.id for m in memories}  # agreements are not repeated
+
+
+async def test_a_component_that_does_not_fit_is_omitted_and_later_ones_still_fit(
+    mem: amem.Memory, scope: amem.Scope
+) -> None:
+    await populate(mem, scope)
+    for n in range(10):
+        await derive(
+            scope, f"我读了第{n}篇关于考试的长文章。" + "很长的内容。" * 60,
+            f"用户读了第{n}篇关于考试的长文章" + "，内容很长" * 40, "关于考试的长文章",
+        )  # fmt: skip
+    without = await scope.resume(SESSION, query="火山", budget=100_000, as_of=AS_OF)
+    assert "memories" not in without.included
+    full = await scope.resume(SESSION, query="考试", budget=100_000, as_of=AS_OF)
+    assert full.included == ORDER
+    assert full.tokens_used > without.tokens_used + 5000
+    pack = await scope.resume(SESSION, query="考试", budget=without.tokens_used + 500, as_of=AS_OF)
+    assert pack.omitted == ["memories"]
+    assert pack.included == ["persona", "checkpoint", "agreements", "emotion", "recent_events"]
+    assert "memories" not in json.loads(pack.context)
+    assert pack.tokens_used <= pack.budget
+
+
+async def test_a_budget_too_small_for_the_persona_gives_an_empty_context(
+    mem: amem.Memory, scope: amem.Scope
+) -> None:
+    await populate(mem, scope)
+    persona = "请用温和的语气说话。" * 200  # 2,000 characters, 6,000 UTF-8 bytes
+    await mem.set_persona(scope.persona, persona)
+    pack = await scope.resume(SESSION, budget=4000, as_of=AS_OF)  # characters would fit
+    assert (pack.context, pack.tokens_used, pack.insufficient_budget) == ("", 0, True)
+    assert pack.included == []
+    assert "persona" in pack.omitted
+    roomy = await scope.resume(SESSION, budget=7000, as_of=AS_OF)
+    assert roomy.insufficient_budget is False
+    assert roomy.included[0] == "persona"
+
+
+async def test_tokens_used_is_the_utf8_byte_length_within_budget(
+    mem: amem.Memory, scope: amem.Scope
+) -> None:
+    await populate(mem, scope)
+    for budget in (1, 100, 300, 500, 700, 900, 1200, 1500, 2000, 3000, 4000, 100_000):
+        pack = await scope.resume(SESSION, query="HSK 考试", budget=budget, as_of=AS_OF)
+        assert pack.tokens_used == len(pack.context.encode("utf-8"))
+        assert pack.tokens_used <= budget
+        assert pack.insufficient_budget == (pack.context == "")
+        if pack.context:
+            assert list(json.loads(pack.context))[: len(FRAMING)] == FRAMING
+            assert pack.included == [name for name in ORDER if name in pack.included]
+            assert set(pack.included).isdisjoint(pack.omitted)
+            assert pack.tokens_used > len(pack.context)  # Chinese: bytes, not characters
+
+
+async def test_the_same_inputs_give_byte_identical_packs(
+    mem: amem.Memory, scope: amem.Scope
+) -> None:
+    await populate(mem, scope)
+    for budget in (900, 4000):
+        packs = [
+            await scope.resume(SESSION, query="HSK 考试", budget=budget, as_of=AS_OF)
+            for _ in range(3)
+        ]
+        assert len({pack.context.encode("utf-8") for pack in packs}) == 1
+        assert len({pack.model_dump_json() for pack in packs}) == 1
+
+
+async def test_without_a_query_memories_follow_the_checkpoint(
+    mem: amem.Memory, scope: amem.Scope
+) -> None:
+    await mem.set_persona(scope.persona, PERSONA)
+    database = await derive(scope, "我们的数据库是PostgreSQL 16", "项目数据库是PostgreSQL 16",
+                            "PostgreSQL 16")  # fmt: skip
+    script = await derive(scope, "Migration scripts live in tools/migrate", "Scripts in migrate",
+                          "tools/migrate")  # fmt: skip
+    jazz = await derive(scope, "I like jazz", "User likes jazz", "jazz")
+    await scope.save_checkpoint(SESSION, goal="把数据迁移到PostgreSQL", pending=["write migrate"],
+                                next_action="review")  # fmt: skip
+    pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
+    recalled = {m["id"] for m in json.loads(pack.context)["memories"]}
+    assert recalled == {database.id, script.id}
+    asked = await scope.resume(SESSION, query="jazz", budget=20_000, as_of=AS_OF)
+    assert [m["id"] for m in json.loads(asked.context)["memories"]] == [jazz.id]
+
+
+async def test_without_a_query_or_checkpoint_no_memories_are_recalled(scope: amem.Scope) -> None:
+    await derive(scope, "I like jazz", "User likes jazz", "jazz", session=SESSION)
+    pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
+    document: dict[str, Any] = json.loads(pack.context)
+    assert "memories" not in document
+    assert [e["text"] for e in document["recent_events"]] == ["I like jazz"]
+
+
+async def test_resume_without_a_query_copes_with_a_long_checkpoint(scope: amem.Scope) -> None:
+    memory = await derive(scope, "我们的数据库是PostgreSQL 16", "项目数据库是PostgreSQL 16",
+                          "PostgreSQL 16")  # fmt: skip
+    await scope.save_checkpoint(SESSION, goal="迁移到PostgreSQL。" + "细节" * 1500)
+    pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
+    assert [m["id"] for m in json.loads(pack.context)["memories"]] == [memory.id]
+
+
+async def test_an_emotion_that_stopped_being_valid_is_not_current(scope: amem.Scope) -> None:
+    receipt = await scope.submit_event("好紧张啊！", role="assistant", occurred_at=EXPRESSED)
+    await scope.add_memories(
+        receipt.event_id,
+        [{"text": "Assistant felt nervous", "quote": "好紧张", "kind": "emotion",
+          "basis": "assistant_expression", "invalid_at": hours_after(EXPRESSED, 1),
+          "emotion": {"label": "nervous", "valence": -0.4, "arousal": 0.8}}],
+    )  # fmt: skip
+    assert await scope.current_emotion(as_of=hours_after(EXPRESSED, 0.5)) is not None
+    assert await scope.current_emotion(as_of=hours_after(EXPRESSED, 2)) is None
+
+
+async def test_recent_events_leave_out_amended_wording(scope: amem.Scope) -> None:
+    receipt = await scope.submit_event("I live in Paris", role="user", session=SESSION,
+                                       occurred_at="2026-05-30T00:00:00Z")  # fmt: skip
+    [home] = await scope.add_memories(
+        receipt.event_id,
+        [{"text": "User lives in Paris", "quote": "I live in Paris", "kind": "fact",
+          "basis": "user_statement"}],
+    )  # fmt: skip
+    await scope.submit_event("Anyway, hello", role="user", session=SESSION,
+                             occurred_at="2026-05-31T00:00:00Z")  # fmt: skip
+    await scope.correct(home.id, "User lives in Lyon")
+    pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
+    events = json.loads(pack.context)["recent_events"]
+    assert [e["text"] for e in events] == ["Anyway, hello"]
