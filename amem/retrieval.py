@@ -78,6 +78,11 @@ m.persona = :persona and m.project = :project and m.revoked_at is null
 and m.valid_at <= :as_of and (:history or m.invalid_at is null or m.invalid_at > :as_of)
 {kinds}
 """
+# Point lookups by ID or event: the unary + keeps SQLite from preferring the scope index
+# (two equality columns) over the one that finds the row directly.
+ELIGIBLE_ROW = ELIGIBLE.replace("m.persona =", "+m.persona =").replace(
+    "m.project =", "+m.project ="
+)
 SELECT_TERM = """
 select rowid from search_fts where search_fts match ? order by rowid desc limit ?
 """
@@ -85,11 +90,11 @@ SELECT_DOC = "select doc_kind, ref, tokens from search_docs where num = ?"
 COUNT_DOCS = "select max(num) from search_docs"
 SELECT_MEMORY = f"""
 select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
-where m.id = :id and {ELIGIBLE}
+where m.id = :id and {ELIGIBLE_ROW}
 """
 SELECT_DERIVED = f"""
 select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
-where m.event_id = :event_id and {ELIGIBLE}
+where m.event_id = :event_id and {ELIGIBLE_ROW}
 """
 SELECT_EVENT_STATE = """
 select status, exists (select 1 from memories where event_id = :id and revoked_at is null)
@@ -105,12 +110,12 @@ select to_id from relations where kind = 'related' and from_id = ?
 union
 select from_id from relations where kind = 'related' and to_id = ?
 """
-SELECT_VECTORS = f"""
-select m.id, v.vector from embeddings v join memories m on m.id = v.memory_id
-where v.fingerprint = :fingerprint and {ELIGIBLE}
+SELECT_SCAN = f"""
+select m.id, v.vector from memories m indexed by memories_by_scope_recency
+left join embeddings v on v.memory_id = m.id and v.fingerprint = :fingerprint
+where {ELIGIBLE}
 order by m.num desc limit :scan
 """
-COUNT_ELIGIBLE = f"select count(*) from memories m where {ELIGIBLE}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,28 +283,30 @@ def add_links(
 def semantic_matches(
     conn: sqlite3.Connection, q: RecallQuery, params: dict[str, object]
 ) -> tuple[dict[str, float], list[str]]:
-    """Cosine similarity of the query to scanned vectors, kept where it reaches the threshold."""
+    """Cosine similarity of the query to the vectors of the most recent eligible memories
+    (all of them in ``deep`` mode), kept where it reaches the threshold."""
     assert q.vector is not None
-    kinds = kinds_clause(params)
-    scan = q.scan if q.scan is not None else -1  # sqlite: a negative limit means none
-    vectors = conn.execute(
-        SELECT_VECTORS.format(kinds=kinds), {**params, "fingerprint": q.fingerprint, "scan": scan}
-    )
+    scan = -1 if q.scan is None else q.scan + 1  # one more tells whether the scan was cut
+    rows = conn.execute(
+        SELECT_SCAN.format(kinds=kinds_clause(params)),
+        {**params, "fingerprint": q.fingerprint, "scan": scan},
+    ).fetchall()
+    cut = q.scan is not None and len(rows) > q.scan
+    rows = rows[: q.scan] if cut else rows
     scored = [
         (cosine(q.vector, from_blob(blob)), str(memory_id))
-        for memory_id, blob in vectors
-        if len(blob) == 4 * len(q.vector)  # another dimension is another space
+        for memory_id, blob in rows
+        if blob is not None and len(blob) == 4 * len(q.vector)  # another size: another space
     ]
-    eligible = conn.execute(COUNT_ELIGIBLE.format(kinds=kinds), params).fetchone()[0]
     warnings = []
-    if q.scan is not None and len(scored) >= q.scan and eligible > q.scan:
+    if len(scored) < len(rows):
         warnings.append(
-            f"semantic mode scanned the {q.scan} most recent of {eligible} eligible memories; "
-            "use deep mode to scan all"
+            f"vector index covers {len(scored)} of the {len(rows)} memories scanned; run reindex"
         )
-    elif len(scored) < eligible:
+    if cut:
         warnings.append(
-            f"vector index covers {len(scored)} of {eligible} eligible memories; run reindex"
+            f"semantic mode scanned only the {q.scan} most recent eligible memories; "
+            "use deep mode to scan all"
         )
     kept = sorted((pair for pair in scored if pair[0] >= q.min_similarity), reverse=True)
     return {memory_id: similarity for similarity, memory_id in kept[:CANDIDATES]}, warnings

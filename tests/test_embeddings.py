@@ -436,7 +436,7 @@ async def test_semantic_scans_only_recent_vectors_and_deep_scans_all(db_path: Pa
         semantic = await scope.recall(QUERY, mode="semantic")
         deep = await scope.recall(QUERY, mode="deep")
     assert semantic.items == []
-    assert any("scanned the 2 most recent of 4" in w for w in semantic.warnings)
+    assert any("scanned only the 2 most recent eligible" in w for w in semantic.warnings)
     assert [item.text for item in deep.items] == ["User drives an old Volvo"]
     assert deep.warnings == []
 

@@ -149,6 +149,7 @@ V2 = (
     "create index memories_by_event on memories (event_id)",
     "create index memories_by_fact on memories (persona, project, subject, fact_key, valid_at)",
     "create index memories_by_scope_kind on memories (persona, project, kind, valid_at)",
+    "create index memories_by_scope_recency on memories (persona, project, num)",
     "create index relations_by_target on relations (to_id)",
     "create index checkpoints_by_session on checkpoints (persona, project, session, num)",
     "create index search_docs_by_scope on search_docs (persona, project)",
