@@ -1,22 +1,39 @@
-"""The ``amem`` command line. Output for people goes to stdout; logs and progress to stderr."""
+"""The ``amem`` command line. Results go to stdout; errors, logs and progress to stderr.
+
+Every command takes ``--db`` (else ``$AMEM_DB``, else the platform data directory),
+``--persona``/``--project`` (else the configured defaults) and ``--backend``. ``--json``
+prints results as JSON instead of text.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+from pydantic import BaseModel
 
 from . import __version__
-from .config import Settings
-from .errors import AmemError
+from .config import Settings, default_db_path
+from .errors import AmemError, InvalidInput
+from .memory import Memory, Scope
 from .memory import open as open_memory
-from .sample import SAMPLE_CONVERSATION, SAMPLE_PERSONA, SAMPLE_PROJECT, SAMPLE_SESSION
+from .sample import (
+    PERSONA_TEXT,
+    SAMPLE_CONVERSATION,
+    SAMPLE_MEMORIES,
+    SAMPLE_PERSONA,
+    SAMPLE_PROJECT,
+    SAMPLE_SESSION,
+)
 
 BACKENDS = ("asyncio", "trio")
 
@@ -25,8 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``amem`` and ``python -m amem``; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
+    if args.command is None or not hasattr(args, "run"):
+        (args.help_parser if hasattr(args, "help_parser") else parser).print_help()
         return 2
     if args.backend == "trio" and importlib.util.find_spec("trio") is None:
         print(
@@ -40,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # e.g. `amem demo | head`: the reader left, nothing is wrong
+    except BrokenPipeError:  # e.g. `amem recall x | head`: the reader left, nothing is wrong
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     return result
@@ -50,52 +67,450 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="amem",
         description="Long-term memory for LLM agents, in one local SQLite file.",
+        epilog="Run 'amem COMMAND --help' for a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"amem {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = common_options()
 
-    demo = commands.add_parser(
-        "demo",
-        help="store a small bilingual sample conversation in a new database and show it back",
-        description=(
-            "Store a small bilingual sample conversation in a fresh local database (no API "
-            "key needed) and print what was stored. The database is kept so you can explore it."
+    def command(
+        name: str, run: Callable[..., Any], summary: str, text: str
+    ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=summary, description=text, parents=[common])
+        sub.set_defaults(run=run, help_parser=sub)
+        return sub
+
+    serve = command(
+        "serve",
+        run_serve,
+        "run the MCP server on stdin/stdout",
+        (
+            "Speak MCP over stdio for one host (Claude Desktop, Claude Code, Cursor, any MCP "
+            "client). stdout carries JSON-RPC only; logs go to stderr. --persona and --project "
+            "set the scope tools use when a call gives none."
         ),
     )
-    demo.add_argument(
+    serve.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="stderr log level",
+    )
+
+    command(
+        "demo",
+        run_demo,
+        "show the whole job on a small bilingual sample",
+        (
+            "Build a small bilingual sample conversation in a fresh local database (no API key "
+            "needed): a fact that changes twice, a correction, a deletion and a Chinese query "
+            "only per-character indexing can answer; then print recall results, an as_of "
+            "answer and a session_resume pack under a small budget. The database is kept: "
+            "--db names the new file (default: a new file in a temporary directory)."
+        ),
+    )
+
+    submit = command(
+        "submit",
+        run_submit,
+        "store one original event",
+        ("Store one original message. TEXT '-' reads it from stdin. Prints the receipt."),
+    )
+    submit.add_argument("text", metavar="TEXT")
+    submit.add_argument("--role", default="user", choices=("user", "assistant", "system", "tool"))
+    submit.add_argument("--event-id", help="stable ID (resubmitting is safe)")
+    submit.add_argument("--session")
+    submit.add_argument("--source")
+    submit.add_argument(
+        "--category", default="conversation", choices=("conversation", "reference", "persona")
+    )
+    submit.add_argument("--occurred-at", help="ISO-8601 with a UTC offset (default: now)")
+
+    recall = command(
+        "recall",
+        run_recall,
+        "search memories",
+        ("Search the scope's memories (and raw events without memories) for QUERY."),
+    )
+    recall.add_argument("query", metavar="QUERY")
+    recall.add_argument("--limit", type=int, default=10, help="1 to 200 (default 10)")
+    recall.add_argument("--mode", default="fast", choices=("fast", "semantic", "deep"))
+    recall.add_argument("--as-of", help="what was true at this ISO-8601 time")
+    recall.add_argument("--history", action="store_true", help="include facts that expired")
+    recall.add_argument("--kind", action="append", dest="kinds", help="only this kind (repeatable)")
+
+    read = command(
+        "read",
+        run_read,
+        "page through the original evidence of an ID",
+        ("Print the original event behind a memory or event ID, unaltered."),
+    )
+    read.add_argument("id", metavar="ID")
+    read.add_argument("--offset", type=int, default=0)
+    read.add_argument("--limit", type=int, default=4000)
+
+    persona = command(
+        "persona",
+        run_persona_help,
+        "show and edit personas (CLI only)",
+        (
+            "Persona versions are immutable; 'set' and 'rollback' append a version. MCP hosts "
+            "can only read personas."
+        ),
+    )
+    actions = persona.add_subparsers(dest="action", metavar="ACTION")
+    for name, run, summary in (
+        ("show", run_persona_show, "print a persona (latest or --version)"),
+        ("set", run_persona_set, "append a version with new text"),
+        ("history", run_persona_history, "list every version"),
+        ("rollback", run_persona_rollback, "append a version equal to an old one"),
+    ):
+        sub = actions.add_parser(name, help=summary, description=summary, parents=[common])
+        sub.set_defaults(run=run, help_parser=sub)
+        sub.add_argument("name", metavar="NAME", nargs="?", help="persona ID (default: --persona)")
+        if name == "show":
+            sub.add_argument("--version", type=int, dest="persona_version")
+        if name == "set":
+            sub.add_argument(
+                "text", metavar="TEXT", nargs="?", help="new text ('-' or none: stdin)"
+            )
+            sub.add_argument("--file", type=Path, help="read the text from a file")
+            sub.add_argument("--note")
+        if name == "rollback":
+            sub.add_argument("persona_version", metavar="VERSION", type=int)
+
+    command(
+        "reindex",
+        run_reindex,
+        "rebuild the scope's vector index",
+        (
+            "Embed every memory of the scope with the configured embedding endpoint "
+            "(AMEM_EMBED_*) and swap the new index in only after every batch succeeded. "
+            "Progress goes to stderr."
+        ),
+    )
+
+    retry = command(
+        "retry",
+        run_retry,
+        "run pending and failed extractions now",
+        (
+            "Extract the scope's pending and failed events now with the configured extraction "
+            "endpoint (AMEM_EXTRACT_*), and wait for them. Progress goes to stderr."
+        ),
+    )
+    retry.add_argument("--event-id", help="only this event")
+
+    ingest = command(
+        "host-ingest",
+        run_host_ingest,
+        "capture a host transcript (JSONL)",
+        (
+            "Capture a host's transcript: FILE holds one JSON object per line with event_id, "
+            "text, role and optionally session, source, category, occurred_at, in transcript "
+            "order ('-' reads stdin). Entries this instance already captured are skipped; the "
+            "rest are stored idempotently, an optional checkpoint is saved, and only then does "
+            "the instance's cursor advance. A competing writer is detected (version_conflict)."
+        ),
+    )
+    ingest.add_argument("file", metavar="FILE")
+    ingest.add_argument("--instance", required=True, help="this host installation's ID")
+    ingest.add_argument("--session", help="session for the checkpoint")
+    ingest.add_argument("--goal", help="save a checkpoint with this goal (needs --session)")
+    ingest.add_argument("--next-action")
+    return parser
+
+
+def common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
         "--db",
         type=Path,
-        help="new database file to create (default: a new file in a temporary directory)",
+        help="database file (default: $AMEM_DB, else the platform data directory's amem/memory.db)",
     )
-    demo.set_defaults(run=run_demo)
+    common.add_argument(
+        "--persona", help="scope persona (default: $AMEM_DEFAULT_PERSONA or 'default')"
+    )
+    common.add_argument(
+        "--project", help="scope project (default: $AMEM_DEFAULT_PROJECT or 'default')"
+    )
+    common.add_argument("--backend", choices=BACKENDS, default="asyncio", help="event loop")
+    common.add_argument("--json", action="store_true", help="print results as JSON")
+    return common
 
-    for sub in commands.choices.values():
-        sub.add_argument(
-            "--backend", choices=BACKENDS, default="asyncio", help="event loop (default: asyncio)"
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    overrides = {
+        key: value
+        for key, value in (("default_persona", args.persona), ("default_project", args.project))
+        if value
+    }
+    return Settings(**overrides)
+
+
+@asynccontextmanager
+async def opened(args: argparse.Namespace) -> AsyncIterator[tuple[Memory, Scope]]:
+    settings = settings_for(args)
+    path = args.db or default_db_path(settings)
+    async with open_memory(path, settings=settings) as memory:
+        yield memory, memory.scope()
+
+
+def show(args: argparse.Namespace, result: Any, text: str) -> None:
+    if args.json:
+        data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        print(text)
+
+
+def progress(label: str) -> Callable[[int, int], None]:
+    """Progress on stderr: one updating line on a terminal, a line per step otherwise."""
+
+    def report(done: int, total: int) -> None:
+        end = "\r" if sys.stderr.isatty() and done < total else "\n"
+        print(f"{label}: {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return report
+
+
+def read_text(value: str | None, file: Path | None = None) -> str:
+    if file is not None:
+        return file.read_text(encoding="utf-8")
+    if value is None or value == "-":
+        return sys.stdin.read()
+    return value
+
+
+async def run_serve(args: argparse.Namespace) -> int:
+    from . import mcp_server  # the MCP SDK is only imported by the server
+
+    mcp_server.configure_logging(getattr(__import__("logging"), args.log_level))
+    settings = settings_for(args)
+    await mcp_server.serve(args.db or default_db_path(settings), settings)
+    return 0
+
+
+async def run_submit(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        r = await scope.submit_event(
+            read_text(args.text),
+            role=args.role,
+            event_id=args.event_id,
+            session=args.session,
+            source=args.source,
+            category=args.category,
+            occurred_at=args.occurred_at,
         )
-    return parser
+    show(
+        args,
+        r,
+        f"{'already stored' if r.duplicate else 'stored'} {r.event_id} "
+        f"(seq {r.seq}, {r.status}) in {r.persona}/{r.project}",
+    )
+    return 0
+
+
+async def run_recall(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        result = await scope.recall(
+            args.query,
+            limit=args.limit,
+            mode=args.mode,
+            as_of=args.as_of,
+            include_history=args.history,
+            kinds=args.kinds,
+        )
+    lines = [recall_line(item) for item in result.items] or ["(no evidence found)"]
+    show(args, result, "\n".join([*lines, *(f"warning: {w}" for w in result.warnings)]))
+    return 0
+
+
+def recall_line(item: Any) -> str:
+    when = item.coarse_time or (item.valid_at or item.occurred_at).date().isoformat()
+    label = "raw event" if item.raw_fallback else item.kind
+    flags = "".join(
+        f" [{flag}]"
+        for flag, on in (
+            ("gist", item.gist),
+            ("expired", item.expired),
+            ("truncated", item.truncated),
+        )
+        if on
+    )
+    return f"{item.score:.3f}  {when}  {label:<11} {item.text}{flags}  ({item.id})"
+
+
+async def run_read(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        page = await scope.read(args.id, offset=args.offset, limit=args.limit)
+    more = f", next page: --offset {page.next_offset}" if page.next_offset is not None else ""
+    header = (
+        f"event {page.event.id} ({page.event.role}, {page.event.occurred_at.isoformat()}, "
+        f"{page.event.status}) chars {page.offset}-{page.offset + len(page.text)} of "
+        f"{page.total_chars}{more}"
+    )
+    show(args, page, f"{header}\n{page.text}")
+    return 0
+
+
+async def run_persona_help(args: argparse.Namespace) -> int:
+    args.help_parser.print_help()
+    return 2
+
+
+def persona_name(args: argparse.Namespace) -> str:
+    return str(args.name or args.persona or settings_for(args).default_persona)
+
+
+async def run_persona_show(args: argparse.Namespace) -> int:
+    async with opened(args) as (memory, _):
+        persona = await memory.persona(persona_name(args), version=args.persona_version)
+    show(args, persona, f"{persona.persona} v{persona.version}: {persona.text}")
+    return 0
+
+
+async def run_persona_set(args: argparse.Namespace) -> int:
+    text = read_text(args.text, args.file)
+    async with opened(args) as (memory, _):
+        persona = await memory.set_persona(persona_name(args), text, note=args.note)
+    show(args, persona, f"{persona.persona} is now v{persona.version}")
+    return 0
+
+
+async def run_persona_history(args: argparse.Namespace) -> int:
+    async with opened(args) as (memory, _):
+        versions = await memory.persona_history(persona_name(args))
+    lines = [
+        f"v{p.version}  {p.created_at.isoformat()}  {p.note or ''}\n    {p.text}" for p in versions
+    ]
+    show(
+        args,
+        {"versions": [p.model_dump(mode="json") for p in versions]},
+        "\n".join(lines) or "(no versions yet)",
+    )
+    return 0
+
+
+async def run_persona_rollback(args: argparse.Namespace) -> int:
+    async with opened(args) as (memory, _):
+        persona = await memory.rollback_persona(persona_name(args), args.persona_version)
+    show(args, persona, f"{persona.persona} is now v{persona.version} ({persona.note})")
+    return 0
+
+
+async def run_reindex(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        result = await scope.reindex(progress=progress("reindex"))
+    show(
+        args,
+        result,
+        f"embedded {result.embedded} of {result.memories} memories ({result.fingerprint})",
+    )
+    return 0
+
+
+async def run_retry(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        result = await scope.retry(args.event_id, progress=progress("retry"))
+    show(
+        args,
+        result,
+        f"extracted {len(result.extracted)} events, {len(result.failed)} failed, "
+        f"{len(result.memory_ids)} new memories",
+    )
+    return 0 if not result.failed else 1
+
+
+async def run_host_ingest(args: argparse.Namespace) -> int:
+    raw = read_text("-") if args.file == "-" else read_text(None, Path(args.file))
+    entries = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if line.strip():
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                raise InvalidInput(f"line {number} of the transcript is not JSON") from None
+    checkpoint = None
+    if args.goal:
+        if not args.session:
+            raise InvalidInput("--goal needs --session")
+        checkpoint = {"session": args.session, "goal": args.goal, "next_action": args.next_action}
+    async with opened(args) as (_, scope):
+        cursor = await scope.capture_cursor(args.instance)
+        result = await scope.host_ingest(
+            args.instance, entries, expected_cursor=cursor, checkpoint=checkpoint
+        )
+    show(
+        args,
+        result,
+        f"cursor {result.cursor}: stored {len(result.stored)}, "
+        f"{len(result.duplicates)} already stored, {result.skipped} skipped",
+    )
+    return 0
 
 
 async def run_demo(args: argparse.Namespace) -> int:
     path: Path = args.db or Path(tempfile.mkdtemp(prefix="amem-demo-")) / "demo.db"
     if await anyio.Path(path).exists():
-        print(
-            f"amem: error: target_exists: {path} already exists; choose a new file", file=sys.stderr
-        )
-        return 1
-    async with open_memory(path, settings=Settings()) as mem:
-        scope = mem.scope(persona=SAMPLE_PERSONA, project=SAMPLE_PROJECT)
-        for event_id, role, occurred_at, text in SAMPLE_CONVERSATION:
-            await scope.submit_event(
-                text, role=role, event_id=event_id, session=SAMPLE_SESSION, occurred_at=occurred_at
-            )
-        persona = await mem.persona(SAMPLE_PERSONA)
-        print(f"Stored {len(SAMPLE_CONVERSATION)} events in {path}")
-        print(f"scope: persona={scope.persona} project={scope.project} session={SAMPLE_SESSION}")
-        print(f"persona v{persona.version}: {persona.text}\n")
-        for event_id, *_ in SAMPLE_CONVERSATION:
-            page = await scope.read(event_id)
-            event = page.event
-            when = event.occurred_at.strftime("%Y-%m-%d %H:%M UTC")
-            print(f"#{event.seq:<3} {when}  {event.role:<9} {page.text}")
+        raise AmemError(f"{path} already exists; choose a new file", code="target_exists")
+    settings = Settings(default_persona=SAMPLE_PERSONA, default_project=SAMPLE_PROJECT)
+    async with open_memory(path, settings=settings) as memory:
+        await demo(memory, path)
     return 0
+
+
+async def demo(memory: Memory, path: Path) -> None:
+    """The whole job, narrated: store, derive, change, correct, delete, recall, resume."""
+    scope = memory.scope()
+    await memory.set_persona(SAMPLE_PERSONA, PERSONA_TEXT)
+    print(f"amem demo: a fresh database at {path}\n")
+    print("1. The conversation, stored as original events (newest last):")
+    for event_id, role, occurred_at, text in SAMPLE_CONVERSATION:
+        await scope.submit_event(
+            text, role=role, event_id=event_id, session=SAMPLE_SESSION, occurred_at=occurred_at
+        )
+        print(f"   {occurred_at[:10]}  {role:<9} {text}")
+    for event_id, drafts in SAMPLE_MEMORIES.items():
+        await scope.add_memories(event_id, drafts)
+    print("\n2. Memories derived with exact quotes; 'residence' changed twice:")
+    await show_recall(scope, "lives", include_history=True)
+
+    [shenzhen] = (await scope.recall("Shenzhen", include_history=True)).items
+    fixed = await scope.correct(shenzhen.id, "User lives in Shanghai", reason="misheard")
+    print(
+        f"\n3. A correction: 'Shenzhen' was misheard -> {fixed.memory.text!r};"
+        " the mistaken memory is revoked for good."
+    )
+    phone = await scope.delete(event_id="demo-6")
+    print(
+        f"\n4. A deletion: the phone-number message and {len(phone.memory_ids)} memory are "
+        "gone, bytes included."
+    )
+    await show_recall(scope, "555-0199")
+
+    print("\n5. Where did the user live on 2026-07-01 (as_of)?")
+    await show_recall(scope, "lives", as_of="2026-07-01T00:00:00Z")
+    print("\n6. A Chinese query only per-character indexing can answer: 书 (book)")
+    await show_recall(scope, "书")
+    print("\n7. Now (tea and the trip plan):")
+    await show_recall(scope, "tea trip")
+
+    pack = await scope.resume(SAMPLE_SESSION, query="Hangzhou weekend", budget=1200)
+    print(
+        f"\n8. session_resume under a 1,200-byte budget: included {pack.included}, "
+        f"omitted {pack.omitted}, {pack.tokens_used} bytes:"
+    )
+    print(json.dumps(json.loads(pack.context), ensure_ascii=False, indent=1))
+    print(
+        f"\nExplore it: amem recall --db {path} --persona {SAMPLE_PERSONA} "
+        f"--project {SAMPLE_PROJECT} 杭州"
+    )
+
+
+async def show_recall(scope: Scope, query: str, **options: Any) -> None:
+    result = await scope.recall(query, **options)
+    for item in result.items:
+        print(f"   {recall_line(item)}")
+    if not result.items:
+        print("   (no evidence found)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from pydantic import Field, SecretStr
@@ -77,3 +79,16 @@ class Settings(BaseSettings):
         if not self.embedding_enabled:
             return None
         return f"{str(self.embed_base_url).rstrip('/')}|{self.embed_model}|{self.embed_version}"
+
+
+def default_db_path(settings: Settings) -> Path:
+    """``AMEM_DB``, else ``amem/memory.db`` in the platform's user-data directory."""
+    if settings.db is not None:
+        return settings.db
+    if sys.platform == "win32":
+        base = Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "amem" / "memory.db"

@@ -22,6 +22,7 @@ import httpx
 from pydantic import ValidationError
 
 from . import (
+    capture,
     checkpoints,
     context,
     corrections,
@@ -62,6 +63,7 @@ from .models import (
     RECALL_MODES,
     ROLES,
     SUBMITTABLE_CATEGORIES,
+    CaptureResult,
     Checkpoint,
     ContextPack,
     Correction,
@@ -89,6 +91,10 @@ MAX_DRAFTS = 100
 MAX_CHECKPOINT_CHARS = 4000
 MAX_LIST_ITEMS = 100
 MAX_BUDGET = 1_000_000
+MAX_CAPTURE_ENTRIES = 10_000
+EVENT_FIELDS = frozenset(
+    ("text", "role", "event_id", "session", "source", "category", "occurred_at")
+)
 T = TypeVar("T")
 
 
@@ -222,9 +228,9 @@ class Memory:
 
     def _model_work(self, configured: bool, what: str) -> Pipeline:
         if not configured or self._pipeline is None:
+            prefix = "AMEM_EXTRACT" if what == "extraction" else "AMEM_EMBED"
             raise InvalidInput(
-                f"no {what} endpoint is configured (AMEM_{what.upper()}_BASE_URL, "
-                f"AMEM_{what.upper()}_MODEL)",
+                f"no {what} endpoint is configured ({prefix}_BASE_URL, {prefix}_MODEL)",
                 code="not_configured",
             )
         return self._pipeline
@@ -270,34 +276,12 @@ class Scope:
         ``duplicate=True`` (an omitted ``occurred_at`` reuses the stored time); a different
         payload or scope raises ``Conflict`` (``duplicate_conflict``). Never waits for a model.
         """
-        text = require_text(text, "text", max_chars=MAX_EVENT_CHARS)
-        role = require_choice(role, "role", ROLES)
-        if category == "correction":
-            raise InvalidInput("category 'correction' is reserved for correct()")
-        category = require_choice(category, "category", SUBMITTABLE_CATEGORIES)
-        now = utc_now()
-        event = events.NewEvent(
-            id=require_name(event_id, "event_id") if event_id is not None else new_event_id(),
-            persona=self.persona,
-            project=self.project,
-            session=optional_name(session, "session"),
-            role=role,
-            category=category,
-            source=optional_name(source, "source"),
-            text=text,
-            occurred_at=db_time(
-                now if occurred_at is None else parse_time(occurred_at, "occurred_at")
-            ),
-            occurred_at_given=occurred_at is not None,
-            ingested_at=db_time(now),
-            status=self._initial_status(category),
-        )
-        if category == "conversation":  # the raw-fallback index; archived categories are not
-            [segmented] = await segment_off_loop([text])
-            event = replace(event, segmented=segmented)
+        [event] = await self._new_events(
+            [{"text": text, "role": role, "event_id": event_id, "session": session,
+              "source": source, "category": category, "occurred_at": occurred_at}]
+        )  # fmt: skip
         receipt = await self._memory._write(partial(events.insert_event, event=event))
-        if receipt.status == "pending" and self._memory._pipeline is not None:
-            self._memory._pipeline.enqueue(receipt.event_id)  # after COMMIT, never awaited
+        self._enqueue_pending([receipt])
         return receipt
 
     async def read(self, id: str, *, offset: int = 0, limit: int = DEFAULT_READ_CHARS) -> Evidence:
@@ -400,7 +384,7 @@ class Scope:
         before extraction was configured). ``progress(done, total)`` is called as events
         finish. Needs an extraction endpoint (``not_configured`` otherwise).
         """
-        pipeline = self._memory._model_work(self._memory.settings.extraction_enabled, "extract")
+        pipeline = self._memory._model_work(self._memory.settings.extraction_enabled, "extraction")
         if event_id is not None:
             event_id = require_name(event_id, "event_id")
             await self.read(event_id, limit=1)  # not_found for unknown and foreign IDs
@@ -425,7 +409,7 @@ class Scope:
         ``progress(done, total)`` is called after each batch.
         """
         settings = self._memory.settings
-        pipeline = self._memory._model_work(settings.embedding_enabled, "embed")
+        pipeline = self._memory._model_work(settings.embedding_enabled, "embedding")
         total, stored = await pipeline.reindex(self.persona, self.project, progress)
         assert settings.embed_fingerprint is not None
         return ReindexResult(
@@ -577,20 +561,13 @@ class Scope:
     ) -> Checkpoint:
         """Record the host's task state for ``session``; ``covered_seq`` must be the seq of
         an event of this scope and session. amem records it; it cannot verify it."""
-        session = require_name(session, "session")
-        goal = require_text(goal, "goal", max_chars=MAX_CHECKPOINT_CHARS)
-        completed = require_text_list(completed, "completed")
-        pending = require_text_list(pending, "pending")
-        constraints = require_text_list(constraints, "constraints")
-        if next_action is not None:
-            next_action = require_text(next_action, "next_action", max_chars=MAX_CHECKPOINT_CHARS)
-        if covered_seq is not None:
-            covered_seq = require_int(covered_seq, "covered_seq", low=1, high=2**62)
+        fields = checkpoint_fields(
+            session=session, goal=goal, completed=completed, pending=pending,
+            constraints=constraints, next_action=next_action, covered_seq=covered_seq,
+        )  # fmt: skip
         return await self._memory._write(
             partial(checkpoints.save_checkpoint, persona=self.persona, project=self.project,
-                    session=session, goal=goal, completed=completed, pending=pending,
-                    constraints=constraints, next_action=next_action,
-                    covered_seq=covered_seq, now=_now())
+                    now=_now(), **fields)
         )  # fmt: skip
 
     async def checkpoint(self, session: str) -> Checkpoint | None:
@@ -599,6 +576,99 @@ class Scope:
             partial(checkpoints.latest_checkpoint, persona=self.persona, project=self.project,
                     session=require_name(session, "session"))
         )  # fmt: skip
+
+    async def _new_events(self, items: Sequence[Mapping[str, Any]]) -> list[events.NewEvent]:
+        """Validated events, conversation text segmented for the index (off the loop)."""
+        now = utc_now()
+        made = [self._new_event(item, f"events[{n}]" if len(items) > 1 else "", now)
+                for n, item in enumerate(items)]  # fmt: skip
+        indexed = [n for n, event in enumerate(made) if event.category == "conversation"]
+        segmented = await segment_off_loop([made[n].text for n in indexed])
+        for n, tokens in zip(indexed, segmented, strict=True):
+            made[n] = replace(made[n], segmented=tokens)  # the raw-fallback index
+        return made
+
+    def _new_event(self, item: Mapping[str, Any], where: str, now: datetime) -> events.NewEvent:
+        def field(name: str) -> str:
+            return f"{where}.{name}" if where else name
+
+        unknown = set(item) - EVENT_FIELDS
+        if unknown:
+            raise InvalidInput(f"{where or 'event'} has fields amem does not know")
+        category = item.get("category") or "conversation"
+        if category == "correction":
+            raise InvalidInput("category 'correction' is reserved for correct()")
+        occurred_at = item.get("occurred_at")
+        event_id = item.get("event_id")
+        return events.NewEvent(
+            id=require_name(event_id, field("event_id"))
+            if event_id is not None
+            else new_event_id(),
+            persona=self.persona,
+            project=self.project,
+            session=optional_name(item.get("session"), field("session")),
+            role=require_choice(item.get("role"), field("role"), ROLES),
+            category=require_choice(category, field("category"), SUBMITTABLE_CATEGORIES),
+            source=optional_name(item.get("source"), field("source")),
+            text=require_text(item.get("text"), field("text"), max_chars=MAX_EVENT_CHARS),
+            occurred_at=db_time(
+                now if occurred_at is None else parse_time(occurred_at, field("occurred_at"))
+            ),
+            occurred_at_given=occurred_at is not None,
+            ingested_at=db_time(now),
+            status=self._initial_status(category),
+        )
+
+    async def host_ingest(
+        self,
+        instance: str,
+        entries: Sequence[Mapping[str, Any]],
+        *,
+        start: int = 0,
+        expected_cursor: int | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> CaptureResult:
+        """Capture a host's transcript slice, in order, in one transaction.
+
+        ``entries`` are the transcript's entries from index ``start`` on, each a mapping
+        with ``event_id`` (required: a stable ID), ``text``, ``role`` and optionally
+        ``session``, ``source``, ``category``, ``occurred_at``. Entries before this
+        instance's cursor are skipped, the rest stored idempotently; an optional
+        ``checkpoint`` (the fields of ``save_checkpoint``) is saved; then the cursor
+        advances. ``expected_cursor`` turns on compare-and-set: if the stored cursor
+        differs, nothing is written (``version_conflict``).
+        """
+        instance = require_name(instance, "instance")
+        start = require_int(start, "start", low=0, high=2**62)
+        if expected_cursor is not None:
+            require_int(expected_cursor, "expected_cursor", low=0, high=2**62)
+        if not isinstance(entries, Sequence) or len(entries) > MAX_CAPTURE_ENTRIES:
+            raise InvalidInput(f"entries must be a list of at most {MAX_CAPTURE_ENTRIES} events")
+        for n, entry in enumerate(entries):
+            if not isinstance(entry, Mapping) or entry.get("event_id") is None:
+                raise InvalidInput(f"entries[{n}] needs an event_id (a stable ID)")
+        made = await self._new_events(entries)
+        fields = None if checkpoint is None else checkpoint_fields(**checkpoint)
+        result = await self._memory._write(
+            partial(capture.ingest, persona=self.persona, project=self.project,
+                    instance=instance, start=start, entries=made,
+                    expected_cursor=expected_cursor, checkpoint=fields, now=_now())
+        )  # fmt: skip
+        self._enqueue_pending(result.receipts)
+        return result
+
+    async def capture_cursor(self, instance: str) -> int:
+        """How many transcript entries ``instance`` has captured in this scope."""
+        return await self._memory._read(
+            partial(capture.read_cursor, persona=self.persona, project=self.project,
+                    instance=require_name(instance, "instance"))
+        )  # fmt: skip
+
+    def _enqueue_pending(self, receipts: Sequence[EventReceipt]) -> None:
+        pipeline = self._memory._pipeline
+        for receipt in receipts:
+            if receipt.status == "pending" and pipeline is not None:
+                pipeline.enqueue(receipt.event_id)  # after COMMIT, never awaited
 
     def _initial_status(self, category: str) -> EventStatus:
         if category == "conversation" and self._memory.settings.extraction_enabled:
@@ -622,6 +692,30 @@ def parse_drafts(memories: object) -> list[MemoryDraft]:
             problems = validation_problems(exc, DRAFT_FIELDS)
             raise InvalidInput(f"memories[{n}] is not a valid draft: {problems}") from None
     return drafts
+
+
+def checkpoint_fields(
+    *,
+    session: object,
+    goal: object,
+    completed: object = (),
+    pending: object = (),
+    constraints: object = (),
+    next_action: object = None,
+    covered_seq: object = None,
+) -> dict[str, Any]:
+    """Validated arguments of ``checkpoints.save_checkpoint``."""
+    return {
+        "session": require_name(session, "session"),
+        "goal": require_text(goal, "goal", max_chars=MAX_CHECKPOINT_CHARS),
+        "completed": require_text_list(completed, "completed"),
+        "pending": require_text_list(pending, "pending"),
+        "constraints": require_text_list(constraints, "constraints"),
+        "next_action": None if next_action is None
+        else require_text(next_action, "next_action", max_chars=MAX_CHECKPOINT_CHARS),
+        "covered_seq": None if covered_seq is None
+        else require_int(covered_seq, "covered_seq", low=1, high=2**62),
+    }  # fmt: skip
 
 
 def require_text_list(items: object, field: str) -> list[str]:

@@ -363,3 +363,21 @@ class ContextPack(Record):
     insufficient_budget: bool
     """True when even the persona and framing do not fit: raise the budget."""
     as_of: datetime
+
+
+class CaptureResult(Record):
+    """What ``Scope.host_ingest`` did, in one transaction."""
+
+    persona: str
+    project: str
+    instance: str
+    cursor: int
+    """Transcript entries captured so far by this host instance in this scope."""
+    stored: list[str]
+    """Event IDs stored by this call."""
+    duplicates: list[str]
+    """Event IDs already stored with the same payload (a replay)."""
+    skipped: int
+    """Entries before the cursor, not looked at (a deleted event stays deleted)."""
+    checkpoint: Checkpoint | None
+    receipts: list[EventReceipt]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -23,24 +24,31 @@ def amem_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_demo_stores_the_sample_and_shows_it_back(tmp_path: Path, backend: str) -> None:
+def test_demo_shows_the_whole_job(tmp_path: Path, backend: str) -> None:
     path = tmp_path / "demo.db"
     result = amem_cli("demo", "--db", str(path), "--backend", backend)
     assert result.returncode == 0, result.stderr
+    out = result.stdout
     for *_, text in SAMPLE_CONVERSATION:
-        assert text in result.stdout
-    assert str(path) in result.stdout
+        assert text in out
+    assert str(path) in out.splitlines()[0]
+    assert "User lives in Beijing [expired]" in out  # the fact changed twice
+    assert "'User lives in Shanghai'" in out  # a correction
+    assert "User lives in Shenzhen" not in out.split("3. A correction")[1]
+    assert "读《三体》 [gist]" in out  # 书 found only through its single character
+    pack = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    assert pack["persona"]["text"].startswith("You are")
     conn = sqlite3.connect(path)
-    rows = conn.execute("select id, text from events order by seq").fetchall()
+    ids = [row[0] for row in conn.execute("select id from events where category != 'correction'")]
     conn.close()
-    assert rows == [(event_id, text) for event_id, _, _, text in SAMPLE_CONVERSATION]
+    assert "demo-6" not in ids  # the deleted phone number
+    assert len(ids) == len(SAMPLE_CONVERSATION) - 1
 
 
 def test_demo_without_db_uses_a_new_temporary_file(tmp_path: Path) -> None:
     result = amem_cli("demo", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    first_line = result.stdout.splitlines()[0]
-    path = Path(first_line.removeprefix(f"Stored {len(SAMPLE_CONVERSATION)} events in "))
+    path = Path(result.stdout.splitlines()[0].removeprefix("amem demo: a fresh database at "))
     assert path.exists()
     assert not list(tmp_path.iterdir())  # nothing written to the working directory
 

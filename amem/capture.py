@@ -1,0 +1,73 @@
+"""Host capture: a host hands over its transcript, in order, and amem keeps up with it.
+
+Each host instance has a cursor per scope: how many transcript entries it has captured.
+One ingest is one transaction: entries before the cursor are skipped (so an event deleted
+since is never resurrected by a replay), the others are stored idempotently by their
+stable IDs, an optional checkpoint is saved, and only then does the cursor advance. A
+caller that read the cursor first passes it back as ``expected_cursor``; if another
+writer moved it meanwhile, nothing is written (``version_conflict``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from . import checkpoints, events
+from .errors import Conflict, InvalidInput
+from .models import CaptureResult
+
+SELECT_CURSOR = """
+select position from capture_cursors where persona = ? and project = ? and instance = ?
+"""
+UPSERT_CURSOR = """
+insert into capture_cursors (persona, project, instance, position, last_event_id, updated_at)
+values (?, ?, ?, ?, ?, ?)
+on conflict (persona, project, instance) do update set
+    position = excluded.position, last_event_id = excluded.last_event_id,
+    updated_at = excluded.updated_at
+"""
+
+
+def read_cursor(conn: sqlite3.Connection, persona: str, project: str, instance: str) -> int:
+    row = conn.execute(SELECT_CURSOR, (persona, project, instance)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def ingest(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    instance: str,
+    start: int,
+    entries: Sequence[events.NewEvent],
+    expected_cursor: int | None,
+    checkpoint: dict[str, Any] | None,
+    now: str,
+) -> CaptureResult:
+    cursor = read_cursor(conn, persona, project, instance)
+    if expected_cursor is not None and expected_cursor != cursor:
+        raise Conflict(
+            "another writer moved this capture cursor; read it again and resend from there",
+            code="version_conflict",
+        )
+    if start > cursor:
+        raise InvalidInput("the transcript slice starts after the cursor: entries would be lost")
+    skipped = min(len(entries), cursor - start)
+    receipts = [events.insert_event(conn, entry) for entry in entries[skipped:]]
+    saved = None
+    if checkpoint is not None:
+        covered = checkpoint.pop("covered_seq", None) or (receipts[-1].seq if receipts else None)
+        saved = checkpoints.save_checkpoint(
+            conn, persona, project, covered_seq=covered, now=now, **checkpoint
+        )
+    position = max(cursor, start + len(entries))
+    last = receipts[-1].event_id if receipts else None
+    conn.execute(UPSERT_CURSOR, (persona, project, instance, position, last, now))
+    return CaptureResult(
+        persona=persona, project=project, instance=instance, cursor=position,
+        stored=[r.event_id for r in receipts if not r.duplicate],
+        duplicates=[r.event_id for r in receipts if r.duplicate], skipped=skipped,
+        checkpoint=saved, receipts=receipts,
+    )  # fmt: skip
