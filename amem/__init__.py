@@ -15,6 +15,7 @@ from .errors import (
 )
 from .memory import Memory, Scope, open
 from .models import (
+    CaptureResult,
     Checkpoint,
     ContextPack,
     Correction,
@@ -39,6 +40,7 @@ from .models import (
 __all__ = [
     "AmemError",
     "BudgetTooSmall",
+    "CaptureResult",
     "Checkpoint",
     "Closed",
     "Conflict",

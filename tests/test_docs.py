@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import re
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 import amem
 from amem.cli import build_parser
+from amem.mcp_server import TOOLS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -48,11 +50,32 @@ def test_every_public_method_is_documented(cls: type) -> None:
     assert not missing
 
 
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(actions[0].choices) if actions else {}
+
+
 def test_every_cli_command_is_documented() -> None:
     cli = (ROOT / "docs" / "cli.md").read_text()
-    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    for command in commands:
+    for command, sub in subcommands(build_parser()).items():
         assert f"## `amem {command}`" in cli, command
+        for action in subcommands(sub):
+            assert f"## `amem {command} {action}`" in cli, (command, action)
+
+
+def test_every_spec_cli_command_exists() -> None:
+    spec = {"serve", "demo", "submit", "recall", "read", "persona", "export", "import",
+            "backup", "restore", "doctor", "reindex", "retry", "host-ingest"}  # fmt: skip
+    missing = spec - set(subcommands(build_parser()))
+    assert missing <= {"export", "import", "backup", "restore", "doctor"}  # the ops issue
+
+
+def test_every_mcp_tool_is_documented() -> None:
+    tools = (ROOT / "docs" / "mcp-tools.md").read_text()
+    for tool in TOOLS:
+        assert f"## `{tool.name}`" in tools, tool.name
+        for argument in tool.args.model_fields:
+            assert f"`{argument}" in tools, (tool.name, argument)
 
 
 @pytest.mark.parametrize(("name", "code"), python_examples(), ids=lambda v: v[:40])
