@@ -218,6 +218,64 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--session", help="session for the checkpoint")
     ingest.add_argument("--goal", help="save a checkpoint with this goal (needs --session)")
     ingest.add_argument("--next-action")
+    for name, run, summary, text in (
+        (
+            "export",
+            run_export,
+            "write every authoritative table to a JSONL archive",
+            (
+                "Write events, personas, memories, relations, checkpoints and capture cursors "
+                "from one consistent snapshot to a new JSONL archive at PATH. Never overwrites; "
+                "the file appears atomically. Vectors and the search index are left out "
+                "(they are rebuilt). Progress goes to stderr."
+            ),
+        ),
+        (
+            "import",
+            run_import,
+            "load an archive into an empty database",
+            (
+                "Validate the whole archive at PATH (shape, times, quotes, roles, scope links, "
+                "checkpoint coverage), then load it into the database, which must be empty, and "
+                "rebuild the search index. A bad archive is refused (archive_invalid) and nothing "
+                "is written. Run reindex afterwards for vectors."
+            ),
+        ),
+        (
+            "backup",
+            run_backup,
+            "copy the database to a new file (safe while in use)",
+            (
+                "Copy the database to a new file at PATH with SQLite's backup API, consistent "
+                "even while other processes write. Never overwrites."
+            ),
+        ),
+        (
+            "restore",
+            run_restore,
+            "load a backup file into an empty database",
+            (
+                "Read the backup file at PATH without changing it, validate it like an archive, "
+                "load it into the database (which must be empty) and rebuild the search index."
+            ),
+        ),
+    ):
+        sub = command(name, run, summary, text)
+        sub.add_argument("path", metavar="PATH")
+
+    doctor = command(
+        "doctor",
+        run_doctor,
+        "check the database and say how to fix problems",
+        (
+            "Check integrity, foreign keys, the search index against its content (FTS5), "
+            "search coverage, pending and failed extractions, vector coverage and the schema "
+            "version; print counts. Exits 1 when it finds a problem, with what to run."
+        ),
+    )
+    doctor.add_argument(
+        "--rebuild-index", action="store_true", help="first rebuild the search index from the data"
+    )
     return parser
 
 
@@ -514,3 +572,55 @@ async def show_recall(scope: Scope, query: str, **options: Any) -> None:
         print(f"   {recall_line(item)}")
     if not result.items:
         print("   (no evidence found)")
+
+
+async def run_export(args: argparse.Namespace) -> int:
+    async with opened(args) as (memory, _):
+        result = await memory.export(args.path, progress=progress("export"))
+    show(
+        args,
+        result,
+        f"exported {sum(result.counts.values())} rows to {result.path}: "
+        + ", ".join(f"{n} {t}" for t, n in result.counts.items()),
+    )
+    return 0
+
+
+async def run_import(args: argparse.Namespace) -> int:
+    async with opened(args) as (memory, _):
+        result = await memory.import_archive(args.path, progress=progress("index"))
+    show(
+        args,
+        result,
+        f"imported {sum(result.counts.values())} rows: "
+        + ", ".join(f"{n} {t}" for t, n in result.counts.items()),
+    )
+    return 0
+
+
+async def run_backup(args: argparse.Namespace) -> int:
+    async with opened(args) as (memory, _):
+        result = await memory.backup(args.path)
+    show(args, result, f"backed up to {result.path}")
+    return 0
+
+
+async def run_restore(args: argparse.Namespace) -> int:
+    async with opened(args) as (memory, _):
+        result = await memory.restore(args.path, progress=progress("index"))
+    show(args, result, f"restored {sum(result.counts.values())} rows into {memory.path}")
+    return 0
+
+
+async def run_doctor(args: argparse.Namespace) -> int:
+    async with opened(args) as (memory, _):
+        report = await memory.doctor(rebuild_index=args.rebuild_index)
+    lines = [f"schema version {report.schema_version}"]
+    for check in report.checks:
+        mark = "ok  " if check.ok else ("FAIL" if check.severity == "error" else "warn")
+        lines.append(f"{mark}  {check.name}: {check.detail}")
+        if check.fix and not check.ok:
+            lines.append(f"      fix: {check.fix}")
+    lines.append("counts: " + ", ".join(f"{n} {t}" for t, n in report.counts.items()))
+    show(args, report, "\n".join(lines))
+    return 0 if report.ok else 1

@@ -27,17 +27,20 @@ from . import (
     context,
     corrections,
     deletion,
+    doctor,
     embedding,
     emotions,
     events,
     evidence,
     extraction,
     facts,
+    ops,
     personas,
     relations,
     retrieval,
     status,
 )
+from .archive import Archive
 from .config import Settings
 from .db.database import Database
 from .errors import Closed, InvalidInput, UpstreamError
@@ -63,12 +66,14 @@ from .models import (
     RECALL_MODES,
     ROLES,
     SUBMITTABLE_CATEGORIES,
+    ArchiveResult,
     CaptureResult,
     Checkpoint,
     ContextPack,
     Correction,
     CurrentEmotion,
     Deletion,
+    DoctorReport,
     EventReceipt,
     EventStatus,
     Evidence,
@@ -218,6 +223,66 @@ class Memory:
         """Every version of ``persona``, oldest first (empty for a persona never read)."""
         name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
         return await self._read(partial(personas.persona_history, persona=name))
+
+    async def export(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        root: str | os.PathLike[str] | None = None,
+        progress: Progress | None = None,
+    ) -> ArchiveResult:
+        """Write every authoritative table, from one consistent snapshot, to a new JSONL
+        archive at ``path`` (never overwritten; appears atomically). ``root`` confines
+        the path to a directory. ``progress(done, total)`` is called from a worker thread.
+        """
+        target = await anyio.to_thread.run_sync(ops.checked_target, path, root)
+        counts = await self._read(partial(ops.write_archive, target=target, progress=progress))
+        return ArchiveResult(path=str(target), counts=counts)
+
+    async def import_archive(
+        self, path: str | os.PathLike[str], *, progress: Progress | None = None
+    ) -> ArchiveResult:
+        """Load an archive into this (empty) database: the whole archive is validated
+        before anything is committed; the search index is rebuilt. Vectors need ``reindex``.
+        """
+        data = await anyio.to_thread.run_sync(ops.read_archive, path)
+        return ArchiveResult(path=str(path), counts=await self._load(data, progress))
+
+    async def backup(
+        self, path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
+    ) -> ArchiveResult:
+        """Copy the database to a new file with SQLite's backup API, while writers run."""
+        target = await anyio.to_thread.run_sync(ops.checked_target, path, root)
+        await anyio.to_thread.run_sync(ops.backup_file, self._db.path, target)
+        return ArchiveResult(path=str(target), counts={})
+
+    async def restore(
+        self, path: str | os.PathLike[str], *, progress: Progress | None = None
+    ) -> ArchiveResult:
+        """Load a backup file into this (empty) database, through the same validation as
+        an archive, and rebuild the search index."""
+        data = await anyio.to_thread.run_sync(ops.read_backup, path)
+        return ArchiveResult(path=str(path), counts=await self._load(data, progress))
+
+    async def _load(self, data: Archive, progress: Progress | None) -> dict[str, int]:
+        plan = ops.index_plan(data)
+        segmented: list[str] = []
+        for start in range(0, len(plan), 1000):
+            segmented += await segment_off_loop([doc[4] for doc in plan[start : start + 1000]])
+            if progress:
+                progress(len(segmented), len(plan))
+        docs = [(*doc[:4], tokens) for doc, tokens in zip(plan, segmented, strict=True)]
+        return await self._write(partial(ops.load, data=data, docs=docs))
+
+    async def doctor(self, *, rebuild_index: bool = False) -> DoctorReport:
+        """Check the database's health (see docs/operations.md); ``rebuild_index`` first
+        rebuilds the search index from the data. Holds the write lock while it checks."""
+        if rebuild_index:
+            sources = await self._read(doctor.index_sources)
+            segmented = await segment_off_loop([source[4] for source in sources])
+            docs = [(*s[:4], t) for s, t in zip(sources, segmented, strict=True)]
+            await self._write(partial(doctor.rebuild_index, docs=docs))
+        return await self._write(partial(doctor.examine, settings=self.settings))
 
     async def aclose(self) -> None:
         """Cancel model calls, let queued writes commit, refuse new work. ``open`` calls it."""

@@ -381,3 +381,30 @@ class CaptureResult(Record):
     """Entries before the cursor, not looked at (a deleted event stays deleted)."""
     checkpoint: Checkpoint | None
     receipts: list[EventReceipt]
+
+
+class ArchiveResult(Record):
+    """What ``export``, ``import_archive``, ``backup`` or ``restore`` wrote or read."""
+
+    path: str
+    counts: dict[str, int]
+    """Rows per table (empty for a backup, which copies the whole file)."""
+
+
+class DoctorCheck(Record):
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None
+    """What to run or do when the check failed."""
+    severity: Literal["error", "warning"] = "error"
+    """A failed ``error`` check makes the report (and ``amem doctor``) fail."""
+
+
+class DoctorReport(Record):
+    """What ``Memory.doctor`` found."""
+
+    ok: bool
+    schema_version: int
+    checks: list[DoctorCheck]
+    counts: dict[str, int]

@@ -86,7 +86,7 @@ ELIGIBLE_ROW = ELIGIBLE.replace("m.persona =", "+m.persona =").replace(
 SELECT_TERM = """
 select rowid from search_fts where search_fts match ? order by rowid desc limit ?
 """
-SELECT_DOC = "select doc_kind, ref, tokens from search_docs where num = ?"
+SELECT_DOCS = "select num, doc_kind, ref, tokens from search_docs where num in ({})"
 COUNT_DOCS = "select max(num) from search_docs"
 SELECT_MEMORY = f"""
 select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
@@ -111,7 +111,7 @@ union
 select from_id from relations where kind = 'related' and to_id = ?
 """
 SELECT_SCAN = f"""
-select m.id, v.vector from memories m indexed by memories_by_scope_recency
+select m.id, v.vector from memories m
 left join embeddings v on v.memory_id = m.id and v.fingerprint = :fingerprint
 where {ELIGIBLE}
 order by m.num desc limit :scan
@@ -205,7 +205,8 @@ def lexical_matches(conn: sqlite3.Connection, q: RecallQuery) -> dict[tuple[str,
             presence[rowid] += idf[term]
     whole = sum(idf.values())
     best_present = sorted(presence, key=lambda rowid: (-presence[rowid], -rowid))[:RANKED]
-    docs = [(rowid, conn.execute(SELECT_DOC, (rowid,)).fetchone()) for rowid in best_present]
+    marks = ", ".join("?" * len(best_present))
+    docs = [(row[0], row[1:]) for row in conn.execute(SELECT_DOCS.format(marks), best_present)]
     scored = bm25({rowid: doc[2].split()[1:] for rowid, doc in docs}, idf)
     # relative to a document holding every query term once: 1.0 means a full match
     return {(doc[0], doc[1]): min(1.0, scored[rowid] / whole) for rowid, doc in docs}

@@ -12,6 +12,9 @@ from collections.abc import Iterable
 
 from .text import scope_token
 
+INDEXED_CATEGORIES = ("conversation", "correction")
+"""Event categories whose text is indexed; reference and persona events are only archived."""
+
 INSERT_DOC = """
 insert into search_docs (persona, project, doc_kind, ref, tokens) values (?, ?, ?, ?, ?)
 """

@@ -38,6 +38,15 @@ _lock = threading.Lock()
 _tokenizer: object | None = None
 
 
+def _reset_after_fork() -> None:
+    """A child forked while a warm-up thread held the lock would wait for it forever."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
 def _jieba() -> object:
     """The process-wide jieba tokenizer, initialised on first use (blocking: call it from
     a worker thread)."""
@@ -96,10 +105,16 @@ def segment_all(texts: Sequence[str]) -> list[str]:
     return [segment(text) for text in texts]
 
 
+INLINE_CHARS = 1000
+"""Texts up to this length are segmented on the loop once jieba is loaded (tens of
+microseconds: cheaper than a thread hop); longer ones in a worker thread."""
+
+
 async def segment_off_loop(texts: Sequence[str]) -> list[str]:
-    """``segment`` for each text, in a worker thread (jieba is CPU work)."""
-    if sum(map(len, texts)) < 4000 and not any(CJK_RUN.search(text) for text in texts):
-        return segment_all(texts)  # short and no jieba involved: cheap enough for the loop
+    """``segment`` for each text, never blocking the loop for long, never inside the writer."""
+    short = sum(map(len, texts)) <= INLINE_CHARS
+    if short and (_tokenizer is not None or not any(CJK_RUN.search(t) for t in texts)):
+        return segment_all(texts)
     return await anyio.to_thread.run_sync(segment_all, texts)
 
 

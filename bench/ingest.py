@@ -1,16 +1,22 @@
 """Event ingest bench: many concurrent sessions submitting events through amem.
 
-Measures (SPEC section 8, "Many sessions", before indexing exists):
+Measures (SPEC section 8, "Many sessions", with indexing: jieba counted):
 
 - amem-asyncio / amem-trio: ``--sessions`` concurrent anyio tasks (one per simulated
   session) submit ``--events`` short mixed Chinese/English events in total through the
-  public API (``scope.submit_event``), each on a fresh database file. Reports events/s,
-  per-call ack latency p50/p99, errors, lock errors, writer commits, and afterwards checks
-  that every acknowledged event is in the file (``missing``).
-- raw: plain ``sqlite3`` in one thread inserting the same rows into amem's own schema
-  (same pragmas, amem's ``INSERT_EVENT``) in 256-row ``BEGIN IMMEDIATE`` transactions.
-- per_event: one transaction per event through one shared ``aiosqlite`` connection from
-  the same number of concurrent asyncio tasks, each transaction guarded by an anyio Lock.
+  public API (``scope.submit_event``), each on a fresh database file. amem segments each
+  conversation event (jieba, in a worker thread) and writes its search_docs + FTS5 row in
+  the event's transaction. Reports events/s, per-call ack latency p50/p99, errors, lock
+  errors, writer commits, and afterwards checks that every acknowledged event is in the
+  file (``missing``) and indexed (``unindexed``).
+- raw: plain ``sqlite3`` in one thread doing the same work: ``text.segment`` (jieba) of
+  each event's text, then amem's ``INSERT_EVENT`` rows and ``search.index_doc`` (the
+  search_docs + FTS5 rows) into amem's own schema, same pragmas, in 256-row
+  ``BEGIN IMMEDIATE`` transactions. jieba's dictionary is loaded before timing starts.
+- per_event: the same work, one transaction per event (event row + search_docs + FTS5
+  row, amem's SQL) through one shared ``aiosqlite`` connection from the same number of
+  concurrent asyncio tasks, each transaction guarded by an anyio Lock; each text is
+  segmented first with amem's ``text.segment_off_loop``, as amem does.
 
 Prints one table, then one JSON line per amem backend. Targets are printed, not asserted.
 
@@ -38,10 +44,12 @@ from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite
 from amem.db.schema import migrate
 from amem.events import INSERT_EVENT
 from amem.inputs import db_time, utc_now
+from amem.search import INSERT_DOC, INSERT_FTS, index_doc
+from amem.text import literal, scope_token, segment, segment_off_loop, warm_up
 
 PERSONA, PROJECT = "bench", "ingest"
 RAW_BATCH = 256
-TARGET_RATIO, TARGET_PER_EVENT = 0.15, 5.0
+TARGET_RATIO, TARGET_PER_EVENT = 0.5, 5.0
 
 EN_WORDS = (
     "the", "user", "prefers", "green", "tea", "in", "morning", "and", "reads", "papers",
@@ -74,6 +82,7 @@ class Result:
     lock_errors: int = 0
     commits: int | None = None
     missing: int | None = None
+    unindexed: int | None = None
     acked: int = 0
 
 
@@ -136,6 +145,21 @@ def stored_ids(path: Path) -> set[str]:
         conn.close()
 
 
+def unindexed(path: Path) -> int:
+    """Stored events without their search document, or missing from the FTS5 index."""
+    conn = sqlite3.connect(path)
+    try:
+        [(stored,)] = conn.execute("select count(*) from events")
+        [(docs,)] = conn.execute("select count(*) from search_docs where doc_kind = 'event'")
+        [(in_fts,)] = conn.execute(
+            "select count(*) from search_fts where search_fts match ?",
+            (literal(scope_token(PERSONA, PROJECT)),),  # every document carries it
+        )
+        return int(stored - min(docs, in_fts))
+    finally:
+        conn.close()
+
+
 def row(ev: Ev, ingested_at: str) -> tuple[object, ...]:
     return (
         ev.id, PERSONA, PROJECT, ev.session, ev.role, "conversation", None, ev.text,
@@ -188,44 +212,62 @@ def run_amem(path: Path, workload: list[list[Ev]], backend: str) -> Result:
         lock_errors=sum(is_lock_error(exc) for exc in failures),
         commits=commits,
         missing=len(set(acked) - stored_ids(path)),
+        unindexed=unindexed(path),
         acked=len(acked),
     )
 
 
 def run_raw(path: Path, workload: list[list[Ev]]) -> Result:
-    """One thread, plain sqlite3, amem's schema and INSERT_EVENT, 256 rows per commit."""
+    """One thread, plain sqlite3: jieba tokens, then amem's INSERT_EVENT and index rows,
+    256 events per commit."""
     fresh_db(path)
     events = [ev for events in workload for ev in events]
+    anyio.run(warm_up)  # jieba's dictionary, loaded once per process, before timing
     conn = open_sqlite(str(path), readonly=False)
     try:
         start = time.perf_counter()
         for i in range(0, len(events), RAW_BATCH):
+            batch = events[i : i + RAW_BATCH]
+            segmented = [segment(ev.text) for ev in batch]  # before the transaction, as amem
             now = db_time(utc_now())
             conn.execute("begin immediate")
-            conn.executemany(INSERT_EVENT, [row(ev, now) for ev in events[i : i + RAW_BATCH]])
+            conn.executemany(INSERT_EVENT, [row(ev, now) for ev in batch])
+            for ev, tokens in zip(batch, segmented, strict=True):
+                index_doc(conn, PERSONA, PROJECT, "event", ev.id, tokens)
             conn.execute("commit")
         elapsed = time.perf_counter() - start
     finally:
         conn.close()
     stored = len(stored_ids(path))
-    return Result("raw", stored / elapsed, [], missing=len(events) - stored, acked=stored)
+    return Result(
+        "raw", stored / elapsed, [], missing=len(events) - stored, unindexed=unindexed(path),
+        acked=stored,
+    )  # fmt: skip
 
 
 def run_per_event(path: Path, workload: list[list[Ev]]) -> Result:
-    """Concurrent asyncio tasks, one shared aiosqlite connection, one transaction per event."""
+    """Concurrent asyncio tasks, one shared aiosqlite connection, one transaction per event
+    (the event row and its index rows), each text segmented first as amem does."""
     fresh_db(path)
     latencies: list[float] = []
     failures: list[BaseException] = []
     elapsed = 0.0
+    scope = scope_token(PERSONA, PROJECT)
 
     async def session_task(conn: aiosqlite.Connection, lock: anyio.Lock, events: list[Ev]) -> None:
         for ev in events:
             t0 = time.perf_counter()
             try:
+                [segmented] = await segment_off_loop([ev.text])
+                tokens = f"{scope} {segmented}"  # what search.index_doc stores
                 async with lock:
                     await conn.execute("begin immediate")
                     try:
                         await conn.execute(INSERT_EVENT, row(ev, db_time(utc_now())))
+                        doc = await conn.execute(
+                            INSERT_DOC, (PERSONA, PROJECT, "event", ev.id, tokens)
+                        )
+                        await conn.execute(INSERT_FTS, (doc.lastrowid, tokens))
                         await conn.execute("commit")
                     except BaseException:
                         await conn.execute("rollback")
@@ -259,6 +301,7 @@ def run_per_event(path: Path, workload: list[list[Ev]]) -> Result:
         latencies=latencies,
         errors=len(failures),
         lock_errors=sum(is_lock_error(exc) for exc in failures),
+        unindexed=unindexed(path),
         acked=len(latencies),
     )
 
@@ -272,7 +315,8 @@ def fmt(value: float | int | None, spec: str) -> str:
 def report(results: list[Result], raw: Result, per_event: Result, args: argparse.Namespace) -> None:
     header = (
         f"{'run':<13} {'events/s':>10} {'ack p50 ms':>11} {'ack p99 ms':>11} {'errors':>7} "
-        f"{'lock err':>9} {'x raw':>7} {'x per_event':>12} {'commits':>8} {'missing':>8}"
+        f"{'lock err':>9} {'x raw':>7} {'x per_event':>12} {'commits':>8} {'missing':>8} "
+        f"{'unindexed':>9}"
     )
     print()
     print(f"ingest: {args.events} events, {args.sessions} sessions, seed {args.seed}")
@@ -288,7 +332,7 @@ def report(results: list[Result], raw: Result, per_event: Result, args: argparse
             f"{fmt(None if is_raw else r.lock_errors, 'd'):>9} "
             f"{r.events_per_s / raw.events_per_s:>7.3f} "
             f"{r.events_per_s / per_event.events_per_s:>12.2f} "
-            f"{fmt(r.commits, 'd'):>8} {fmt(r.missing, 'd'):>8}"
+            f"{fmt(r.commits, 'd'):>8} {fmt(r.missing, 'd'):>8} {fmt(r.unindexed, 'd'):>9}"
         )
     print()
     for r in results:
@@ -304,6 +348,7 @@ def report(results: list[Result], raw: Result, per_event: Result, args: argparse
             f"{'ok' if ratio_pe >= TARGET_PER_EVENT else 'MISS'})",
             f"errors {r.errors} (target 0: {'ok' if r.errors == 0 else 'MISS'})",
             f"missing {r.missing} (target 0: {'ok' if r.missing == 0 else 'MISS'})",
+            f"unindexed {r.unindexed} (target 0: {'ok' if r.unindexed == 0 else 'MISS'})",
         ]
         print(f"{r.name} targets: " + "; ".join(checks))
     print()
@@ -325,6 +370,8 @@ def report(results: list[Result], raw: Result, per_event: Result, args: argparse
             "ratio_per_event": round(r.events_per_s / per_event.events_per_s, 3),
             "commits": r.commits,
             "missing": r.missing,
+            "unindexed": r.unindexed,
+            "target_ratio": TARGET_RATIO,
             "raw_events_per_s": round(raw.events_per_s, 1),
             "per_event_events_per_s": round(per_event.events_per_s, 1),
         }

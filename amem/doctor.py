@@ -1,0 +1,170 @@
+"""``doctor``: is this database healthy, and if not, how to fix it.
+
+Checks the schema version, SQLite's ``integrity_check`` and ``foreign_key_check``, the
+FTS5 index against its content table (``integrity-check``: ``PRAGMA integrity_check``
+does not see FTS drift), search coverage (every current memory and conversation event
+indexed, no index row pointing at nothing), extractions left pending or failed, vector
+coverage and interrupted reindexes, and reports table counts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from . import search
+from .config import Settings
+from .db.schema import SCHEMA_VERSION
+from .models import DoctorCheck, DoctorReport
+
+COUNTED = ("events", "memories", "relations", "checkpoints", "personas", "capture_cursors",
+           "embeddings", "search_docs")  # fmt: skip
+UNINDEXED = """
+select
+  (select count(*) from memories m where m.revoked_at is null and not exists
+     (select 1 from search_docs d where d.doc_kind = 'memory' and d.ref = m.id))
++ (select count(*) from events e where e.category in ('conversation', 'correction') and not exists
+     (select 1 from search_docs d where d.doc_kind = 'event' and d.ref = e.id))
+"""
+ORPHANED = """
+select count(*) from search_docs d where
+  (d.doc_kind = 'memory' and not exists
+     (select 1 from memories m where m.id = d.ref and m.revoked_at is null))
+  or (d.doc_kind = 'event' and not exists (select 1 from events e where e.id = d.ref))
+"""
+EXTRACTIONS = (
+    "select status, count(*) from events where status in ('pending', 'failed') group by status"
+)
+EMBEDDED = """
+select count(*) from embeddings v join memories m on m.id = v.memory_id
+where m.revoked_at is null and v.fingerprint = ?
+"""
+STAGED = "select count(*) from embeddings where fingerprint like 'staging:%'"
+REBUILD_HINT = "run `amem doctor --rebuild-index` (rebuilds the search index from the data)"
+
+
+def examine(conn: sqlite3.Connection, settings: Settings) -> DoctorReport:
+    """Every check, run on one connection (the FTS check needs a writable one)."""
+    checks = [
+        schema_check(conn),
+        pragma_check(conn, "integrity", "pragma integrity_check", ["ok"],
+                     "restore the latest backup (`amem restore`) into a new file"),
+        pragma_check(conn, "foreign keys", "pragma foreign_key_check", [],
+                     "export what is readable (`amem export`) and import it into a new file"),
+        fts_check(conn),
+        count_check(conn, "search coverage", UNINDEXED, "current memories or events not indexed"),
+        count_check(conn, "search orphans", ORPHANED, "index rows pointing at nothing"),
+        *extraction_checks(conn),
+        *vector_checks(conn, settings),
+    ]  # fmt: skip
+    counts = {t: conn.execute(f"select count(*) from {t}").fetchone()[0] for t in COUNTED}
+    return DoctorReport(
+        ok=all(check.ok or check.severity != "error" for check in checks),
+        schema_version=conn.execute("pragma user_version").fetchone()[0],
+        checks=checks,
+        counts=counts,
+    )
+
+
+def schema_check(conn: sqlite3.Connection) -> DoctorCheck:
+    version = conn.execute("pragma user_version").fetchone()[0]
+    return DoctorCheck(
+        name="schema version", ok=version == SCHEMA_VERSION, detail=f"version {version}",
+        fix=None if version == SCHEMA_VERSION else "open the file with amem once to migrate it",
+    )  # fmt: skip
+
+
+def pragma_check(
+    conn: sqlite3.Connection, name: str, sql: str, healthy: list[str], fix: str
+) -> DoctorCheck:
+    rows = [str(row[0]) for row in conn.execute(sql).fetchmany(20)]
+    ok = rows == healthy
+    detail = "ok" if ok else f"{len(rows)} problem(s), first: {rows[0][:200]}"
+    return DoctorCheck(name=name, ok=ok, detail=detail, fix=None if ok else fix)
+
+
+def fts_check(conn: sqlite3.Connection) -> DoctorCheck:
+    """FTS5's own check, comparing the index with ``search_docs`` (rank 1)."""
+    conn.execute("savepoint fts_check")
+    try:
+        conn.execute("insert into search_fts (search_fts, rank) values ('integrity-check', 1)")
+        ok, detail = True, "ok"
+    except sqlite3.DatabaseError as exc:
+        ok, detail = False, f"the index does not match its content ({exc.sqlite_errorname})"
+    finally:
+        conn.execute("rollback to fts_check")
+        conn.execute("release fts_check")
+    return DoctorCheck(name="search index", ok=ok, detail=detail, fix=None if ok else REBUILD_HINT)
+
+
+def count_check(conn: sqlite3.Connection, name: str, sql: str, what: str) -> DoctorCheck:
+    count = conn.execute(sql).fetchone()[0]
+    return DoctorCheck(
+        name=name, ok=count == 0, detail=f"{count} {what}" if count else "ok",
+        fix=REBUILD_HINT if count else None,
+    )  # fmt: skip
+
+
+def extraction_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
+    waiting = dict(conn.execute(EXTRACTIONS).fetchall())
+    return [
+        DoctorCheck(
+            name="failed extractions", ok=not waiting.get("failed"),
+            detail=f"{waiting.get('failed', 0)} events failed extraction",
+            fix="see their errors with `amem read ID`, then `amem retry`"
+            if waiting.get("failed") else None,
+        ),
+        DoctorCheck(
+            name="pending extractions", ok=not waiting.get("pending"), severity="warning",
+            detail=f"{waiting.get('pending', 0)} events wait for extraction",
+            fix="`amem retry` extracts them now (no daemon does)"
+            if waiting.get("pending") else None,
+        ),
+    ]  # fmt: skip
+
+
+def vector_checks(conn: sqlite3.Connection, settings: Settings) -> list[DoctorCheck]:
+    checks = []
+    staged = conn.execute(STAGED).fetchone()[0]
+    if staged:
+        checks.append(DoctorCheck(
+            name="interrupted reindex", ok=False, severity="warning",
+            detail=f"{staged} staged vectors of an interrupted reindex",
+            fix="`amem reindex` replaces them",
+        ))  # fmt: skip
+    if settings.embed_fingerprint is not None:
+        current = conn.execute("select count(*) from memories where revoked_at is null")
+        total = current.fetchone()[0]
+        embedded = conn.execute(EMBEDDED, (settings.embed_fingerprint,)).fetchone()[0]
+        checks.append(DoctorCheck(
+            name="vector coverage", ok=embedded >= total, severity="warning",
+            detail=f"{embedded} of {total} memories have a vector of the configured model",
+            fix=None if embedded >= total else "`amem reindex`",
+        ))  # fmt: skip
+    return checks
+
+
+REBUILD = (
+    "delete from search_docs",
+    "insert into search_fts (search_fts) values ('delete-all')",
+)
+
+
+def index_sources(conn: sqlite3.Connection) -> list[tuple[str, str, str, str, str]]:
+    """``(doc_kind, ref, persona, project, text)`` of everything the index should hold."""
+    events = conn.execute(
+        "select 'event', id, persona, project, text from events"
+        " where category in ('conversation', 'correction')"
+    ).fetchall()
+    memories = conn.execute(
+        "select 'memory', id, persona, project, text from memories where revoked_at is null"
+    ).fetchall()
+    return [tuple(map(str, row)) for row in (*events, *memories)]  # type: ignore[misc]
+
+
+def rebuild_index(conn: sqlite3.Connection, docs: list[tuple[str, str, str, str, str]]) -> int:
+    """Replace the whole search index with ``docs`` (segmented), in one transaction."""
+    for statement in REBUILD:
+        conn.execute(statement)
+    for kind, ref, persona, project, segmented in docs:
+        search.index_doc(conn, persona, project, kind, ref, segmented)
+    return len(docs)
