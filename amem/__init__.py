@@ -15,12 +15,15 @@ from .errors import (
 )
 from .memory import Memory, Scope, open
 from .models import (
+    ArchiveResult,
     CaptureResult,
     Checkpoint,
     ContextPack,
     Correction,
     CurrentEmotion,
     Deletion,
+    DoctorCheck,
+    DoctorReport,
     Emotion,
     Event,
     EventReceipt,
@@ -39,6 +42,7 @@ from .models import (
 
 __all__ = [
     "AmemError",
+    "ArchiveResult",
     "BudgetTooSmall",
     "CaptureResult",
     "Checkpoint",
@@ -48,6 +52,8 @@ __all__ = [
     "Correction",
     "CurrentEmotion",
     "Deletion",
+    "DoctorCheck",
+    "DoctorReport",
     "Emotion",
     "Event",
     "EventReceipt",
