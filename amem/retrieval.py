@@ -153,20 +153,20 @@ def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[Reca
     """Ranked items and warnings (incomplete vector coverage, scan cut short)."""
     params = eligibility(q)
     found: dict[str, Evidence] = {}
-    for (doc_kind, ref), score in lexical_matches(conn, q).items():
+    for (doc_kind, ref), lexical in lexical_matches(conn, q).items():
         if doc_kind == "memory":
-            add_memory(conn, found, params, ref, lexical=score)
+            add_memory(conn, found, params, ref, lexical=lexical)
         else:
-            add_event(conn, found, params, ref, score, q.kinds)
+            add_event(conn, found, params, ref, lexical, q.kinds)
     warnings: list[str] = []
     if q.vector is not None:
         similarity, warnings = semantic_matches(conn, q, params)
         for memory_id, value in similarity.items():
             add_memory(conn, found, params, memory_id, semantic=value)
     add_links(conn, found, params)
-    items = [recall_item(evidence, q) for evidence in found.values()]
-    items.sort(key=lambda item: (-item.score, item.id))
-    return items[: q.limit], warnings
+    scored = [(round(score(parts(e, q)), 6), memory_id, e) for memory_id, e in found.items()]
+    scored.sort(key=lambda entry: (-entry[0], entry[1]))
+    return [recall_item(e, q) for _, _, e in scored[: q.limit]], warnings  # models: top only
 
 
 def eligibility(q: RecallQuery) -> dict[str, object]:
@@ -313,6 +313,24 @@ def semantic_matches(
     return {memory_id: similarity for similarity, memory_id in kept[:CANDIDATES]}, warnings
 
 
+def parts(evidence: Evidence, q: RecallQuery) -> dict[str, float]:
+    """The score components of a candidate, before any model is built."""
+    if evidence.raw:
+        when = from_db_time(str(evidence.row[3]))
+        return {
+            "lexical": evidence.lexical, "semantic": 0.0, "link": 0.0, "basis": RAW_BASIS,
+            "confidence": RAW_CONFIDENCE,
+            "freshness": freshness(when, q.as_of, q.half_life_days),
+        }  # fmt: skip
+    basis, confidence, valid_at = evidence.row[4], evidence.row[5], evidence.row[8]
+    return {
+        "lexical": evidence.lexical, "semantic": max(0.0, min(1.0, evidence.semantic)),
+        "link": evidence.link, "basis": BASIS_WEIGHT[str(basis)],
+        "confidence": float(confidence),  # type: ignore[arg-type]
+        "freshness": freshness(from_db_time(str(valid_at)), q.as_of, q.half_life_days),
+    }  # fmt: skip
+
+
 def recall_item(evidence: Evidence, q: RecallQuery) -> RecallItem:
     if evidence.raw:
         return raw_item(evidence, q)
@@ -320,12 +338,7 @@ def recall_item(evidence: Evidence, q: RecallQuery) -> RecallItem:
      event_id, occurred_at, gist, cue) = evidence.row  # fmt: skip
     valid = from_db_time(str(valid_at))
     ends = None if invalid_at is None else from_db_time(str(invalid_at))
-    components = ScoreComponents(
-        lexical=evidence.lexical, semantic=max(0.0, min(1.0, evidence.semantic)),
-        link=evidence.link, basis=BASIS_WEIGHT[str(basis)],
-        confidence=float(confidence),  # type: ignore[arg-type]
-        freshness=freshness(valid, q.as_of, q.half_life_days),
-    )  # fmt: skip
+    components = ScoreComponents(**parts(evidence, q))
     shown, faded, coarse = present(str(text), str(kind), gist, cue, valid, q)
     return RecallItem.model_validate(
         {
@@ -343,10 +356,7 @@ def recall_item(evidence: Evidence, q: RecallQuery) -> RecallItem:
 def raw_item(evidence: Evidence, q: RecallQuery) -> RecallItem:
     event_id, text, length, occurred_at = evidence.row
     when = from_db_time(str(occurred_at))
-    components = ScoreComponents(
-        lexical=evidence.lexical, semantic=0.0, link=0.0, basis=RAW_BASIS,
-        confidence=RAW_CONFIDENCE, freshness=freshness(when, q.as_of, q.half_life_days),
-    )  # fmt: skip
+    components = ScoreComponents(**parts(evidence, q))
     return RecallItem(
         id=str(event_id), text=str(text), quote=None, kind=None, basis=None, confidence=None,
         subject=None, fact_key=None, valid_at=None, invalid_at=None, expired=False,
@@ -375,5 +385,6 @@ def freshness(valid_at: datetime, as_of: datetime, half_life_days: float) -> flo
     return float(0.5 ** (age_days / half_life_days))
 
 
-def score(parts: ScoreComponents) -> float:
-    return sum(float(getattr(parts, name)) * weight for name, weight in WEIGHTS.items())
+def score(components: ScoreComponents | dict[str, float]) -> float:
+    values = components if isinstance(components, dict) else components.model_dump()
+    return sum(float(values[name]) * weight for name, weight in WEIGHTS.items())
