@@ -40,7 +40,9 @@ def get_persona(conn: sqlite3.Connection, persona: str, version: int | None) -> 
         row = conn.execute(SELECT_LATEST, (persona,)).fetchone()
     else:
         row = conn.execute(SELECT_VERSION, (persona, version)).fetchone()
-        if row is None and conn.execute(SELECT_LATEST, (persona,)).fetchone() is not None:
+        # Version 1 of a new persona is the neutral default the caller creates on read.
+        is_new = conn.execute(SELECT_LATEST, (persona,)).fetchone() is None
+        if row is None and not (is_new and version == 1):
             raise NotFound("this persona has no such version")
     return None if row is None else persona_from_row(row)
 
