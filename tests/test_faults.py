@@ -97,13 +97,6 @@ async def test_a_full_database_fails_the_write_and_keeps_everything_acknowledged
     assert (await mem.doctor()).ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="amem bug (amem/db/writer.py, run_in_savepoint): SQLITE_FULL makes SQLite roll back "
-    "the whole transaction, so 'rollback to request' fails with 'no such savepoint' and every "
-    "request of the batch fails with a generic storage_error instead of the full one failing "
-    "alone with storage_full",
-)
 async def test_a_full_database_fails_only_the_request_that_does_not_fit(
     mem: amem.Memory, db_path: Path
 ) -> None:

@@ -149,18 +149,32 @@ def _deliver(request: Request, outcome: Outcome) -> None:
 
 
 def commit_batch(conn: sqlite3.Connection, fns: Sequence[Job]) -> list[Outcome]:
-    """Run on the writer thread: commit ``fns`` optimistically, else one savepoint each."""
+    """Run on the writer thread: commit ``fns`` optimistically, else one savepoint each.
+
+    A request whose failure made SQLite roll back the whole transaction (a full disk or
+    database can) fails alone: the batch starts again without it.
+    """
     try:
         with immediate(conn):
             return [(True, fn(conn)) for fn in fns]
     except Exception as exc:
         if len(fns) == 1:
             return [(False, exc)]
-    try:
-        with immediate(conn):
-            return [run_in_savepoint(conn, fn) for fn in fns]
-    except Exception as exc:  # COMMIT itself failed: nothing in the batch was written
-        return [(False, exc)] * len(fns)
+    outcomes: dict[int, Outcome] = {}
+    while True:
+        todo = [index for index in range(len(fns)) if index not in outcomes]
+        done: dict[int, Outcome] = {}
+        try:
+            with immediate(conn):
+                for index in todo:
+                    done[index] = run_in_savepoint(conn, fns[index])
+        except TransactionLost as lost:
+            outcomes[todo[len(done)]] = (False, lost.cause)
+            continue
+        except Exception as exc:  # COMMIT itself failed: nothing of todo was written
+            done = dict.fromkeys(todo, (False, exc))
+        outcomes.update(done)
+        return [outcomes[index] for index in range(len(fns))]
 
 
 def wal_checkpoint(conn: sqlite3.Connection) -> None:
@@ -168,11 +182,21 @@ def wal_checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("pragma wal_checkpoint(truncate)").fetchall()
 
 
+class TransactionLost(Exception):
+    """A request's failure made SQLite roll back the whole transaction, not just itself."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 def run_in_savepoint(conn: sqlite3.Connection, fn: Job) -> Outcome:
     conn.execute("savepoint request")
     try:
         result = fn(conn)
     except Exception as exc:
+        if not conn.in_transaction:
+            raise TransactionLost(exc) from exc
         conn.execute("rollback to request")
         conn.execute("release request")
         return (False, exc)
