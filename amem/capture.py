@@ -58,9 +58,15 @@ def ingest(
     receipts = [events.insert_event(conn, entry) for entry in entries[skipped:]]
     saved = None
     if checkpoint is not None:
-        covered = checkpoint.pop("covered_seq", None) or (receipts[-1].seq if receipts else None)
+        # a copy: the writer may run this function twice (a batch retried request by request)
+        fields = dict(checkpoint)
+        covered = fields.pop("covered_seq", None)
+        if covered is None:  # the last captured entry of the checkpoint's own session
+            covered = next(
+                (r.seq for r in reversed(receipts) if r.session == fields["session"]), None
+            )
         saved = checkpoints.save_checkpoint(
-            conn, persona, project, covered_seq=covered, now=now, **checkpoint
+            conn, persona, project, covered_seq=covered, now=now, **fields
         )
     position = max(cursor, start + len(entries))
     last = receipts[-1].event_id if receipts else None

@@ -24,8 +24,9 @@ from pydantic import BaseModel
 from . import __version__
 from .config import Settings, default_db_path
 from .errors import AmemError, InvalidInput
-from .memory import Memory, Scope
+from .memory import MAX_CAPTURE_ENTRIES, Memory, Scope
 from .memory import open as open_memory
+from .models import CaptureResult
 from .sample import (
     PERSONA_TEXT,
     SAMPLE_CONVERSATION,
@@ -333,10 +334,23 @@ def progress(label: str) -> Callable[[int, int], None]:
 
 
 def read_text(value: str | None, file: Path | None = None) -> str:
-    if file is not None:
-        return file.read_text(encoding="utf-8")
-    if value is None or value == "-":
-        return sys.stdin.read()
+    """``value``, else the UTF-8 text of ``file``, else stdin (for ``None`` or ``-``).
+
+    A file that cannot be read is ``invalid_input``; the message names the problem, not
+    the path or the content.
+    """
+    try:
+        if file is not None:
+            return file.read_text(encoding="utf-8")
+        if value is None or value == "-":
+            return sys.stdin.read()
+    except FileNotFoundError:
+        raise InvalidInput("the input file does not exist") from None
+    except UnicodeDecodeError:
+        raise InvalidInput("the input is not UTF-8 text") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise InvalidInput(f"the input file cannot be read ({reason})") from None
     return value
 
 
@@ -494,11 +508,10 @@ async def run_host_ingest(args: argparse.Namespace) -> int:
         if not args.session:
             raise InvalidInput("--goal needs --session")
         checkpoint = {"session": args.session, "goal": args.goal, "next_action": args.next_action}
+    elif args.session or args.next_action:
+        raise InvalidInput("--session and --next-action only go with --goal (a checkpoint)")
     async with opened(args) as (_, scope):
-        cursor = await scope.capture_cursor(args.instance)
-        result = await scope.host_ingest(
-            args.instance, entries, expected_cursor=cursor, checkpoint=checkpoint
-        )
+        result = await ingest_transcript(scope, args.instance, entries, checkpoint)
     show(
         args,
         result,
@@ -506,6 +519,42 @@ async def run_host_ingest(args: argparse.Namespace) -> int:
         f"{len(result.duplicates)} already stored, {result.skipped} skipped",
     )
     return 0
+
+
+async def ingest_transcript(
+    scope: Scope, instance: str, entries: list[Any], checkpoint: dict[str, Any] | None
+) -> CaptureResult:
+    """Send the entries past the instance's cursor, in slices the API accepts.
+
+    Each slice is one compare-and-set transaction from the cursor it read; the checkpoint
+    goes with the last one, so it is saved only once everything before it is captured.
+    """
+    cursor = await scope.capture_cursor(instance)
+    first = cursor
+    slices: list[CaptureResult] = []
+    while True:
+        chunk = entries[cursor : cursor + MAX_CAPTURE_ENTRIES]
+        last = cursor + len(chunk) >= len(entries)
+        done = await scope.host_ingest(
+            instance,
+            chunk,
+            start=cursor,
+            expected_cursor=cursor,
+            checkpoint=checkpoint if last else None,
+        )
+        slices.append(done)
+        cursor = done.cursor
+        if last:
+            break
+        progress("host-ingest")(cursor, len(entries))
+    return done.model_copy(
+        update={
+            "stored": [e for s in slices for e in s.stored],
+            "duplicates": [e for s in slices for e in s.duplicates],
+            "skipped": min(first, len(entries)),
+            "receipts": [r for s in slices for r in s.receipts],
+        }
+    )
 
 
 async def run_demo(args: argparse.Namespace) -> int:

@@ -3,24 +3,39 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from amem.sample import SAMPLE_CONVERSATION
 
 
-def amem_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def amem_cli(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "amem", *args],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=cwd,
+        env=clean_env(env),
+        input=input,
     )
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The test's environment without the user's ``AMEM_*`` settings, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMEM_")}
+    return {**env, **(extra or {})}
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -74,3 +89,394 @@ def test_no_command_prints_usage_and_fails() -> None:
     result = amem_cli()
     assert result.returncode == 2
     assert "demo" in result.stdout
+
+
+# --- every command answers --help -----------------------------------------------------------
+
+HELP = {
+    # command words: text its help must carry (its purpose and its own options)
+    "serve": ["MCP", "stdout", "--log-level"],
+    "demo": ["sample", "as_of", "session_resume"],
+    "submit": ["TEXT", "--role", "--event-id", "--occurred-at", "stdin"],
+    "recall": ["QUERY", "--limit", "--mode", "--as-of", "--history", "--kind"],
+    "read": ["ID", "--offset", "--limit"],
+    "persona": ["show", "set", "history", "rollback", "MCP hosts can only read"],
+    "persona show": ["NAME", "--version"],
+    "persona set": ["NAME", "TEXT", "--file", "--note"],
+    "persona history": ["NAME", "version"],
+    "persona rollback": ["NAME", "VERSION"],
+    "export": ["PATH", "archive"],
+    "import": ["PATH", "archive"],
+    "backup": ["PATH", "backup"],
+    "restore": ["PATH", "backup"],
+    "doctor": ["--rebuild-index", "problem"],
+    "reindex": ["AMEM_EMBED", "stderr"],
+    "retry": ["--event-id", "AMEM_EXTRACT", "stderr"],
+    "host-ingest": ["FILE", "--instance", "--session", "--goal", "version_conflict"],
+}
+
+
+@pytest.mark.parametrize("command", list(HELP))
+def test_every_command_answers_help(command: str) -> None:
+    result = amem_cli(*command.split(), "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    out = " ".join(result.stdout.split())  # argparse wraps lines
+    assert out.startswith(f"usage: amem {command}")
+    for text in HELP[command]:
+        assert text in out, text
+    for option in ("--db", "--persona", "--project", "--backend", "--json"):
+        assert option in out
+
+
+def test_top_level_help_lists_every_command() -> None:
+    result = amem_cli("--help")
+    assert result.returncode == 0
+    for command in {c.split()[0] for c in HELP}:
+        assert f"    {command} " in result.stdout or f"    {command}\n" in result.stdout, command
+
+
+def test_installed_script_runs_like_python_m_amem() -> None:
+    script = Path(sys.executable).with_name("amem")
+    result = subprocess.run(
+        [str(script), "recall", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: amem recall")
+
+
+# --- the demo's story, checked against what it prints -----------------------------------------
+
+
+def section(out: str, number: int) -> str:
+    """The text of the demo's numbered section ``number``."""
+    start = out.index(f"\n{number}. ")
+    end = out.find(f"\n{number + 1}. ", start)
+    return out[start : end if end != -1 else len(out)]
+
+
+def test_demo_tells_the_story_it_promises(tmp_path: Path) -> None:
+    from amem.sample import SAMPLE_MEMORIES
+    from amem.text import _jieba
+
+    result = amem_cli("demo", "--db", str(tmp_path / "demo.db"))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+
+    changes = section(out, 2)  # a fact that changes twice: three residences, two expired
+    assert "User lives in Hangzhou  (" in changes
+    assert changes.count("[expired]") == 2
+    assert "User lives in Beijing [expired]" in changes
+
+    assert "misheard -> 'User lives in Shanghai'" in section(out, 3)  # a correction
+
+    deletion = section(out, 4)  # a deletion: the number is not found any more
+    assert "(no evidence found)" in deletion
+    assert "555-0199" not in deletion.split("\n", 2)[2]
+
+    as_of = section(out, 5).splitlines()[2:]  # what was true on 2026-07-01: the corrected fact
+    assert len(as_of) == 1
+    assert "User lives in Shanghai" in as_of[0]
+    assert "[expired]" not in as_of[0]
+
+    book = section(out, 6)  # 书 stands only inside 本书: no jieba word is 书
+    assert "读《三体》 [gist]" in book
+    sample_texts = [text for *_, text in SAMPLE_CONVERSATION] + [
+        str(draft[field]) for drafts in SAMPLE_MEMORIES.values() for draft in drafts
+        for field in ("text", "quote", "gist") if field in draft
+    ]  # fmt: skip
+    words = {w for t in sample_texts for w in _jieba().cut_for_search(t)}  # type: ignore[attr-defined]
+    assert "本书" in words
+    assert "书" not in words
+
+    now = section(out, 7)
+    assert "preference  User prefers tea" in now
+    assert "agreement   Plan a weekend trip together" in now
+
+    resume = section(out, 8)  # a pack under a small budget, with what was left out
+    header = resume.splitlines()[1]
+    assert "1,200-byte budget" in header
+    used = int(header.rsplit(", ", 1)[1].split()[0])
+    assert 0 < used <= 1200
+    assert "omitted ['recent_events']" in header
+    pack = json.loads(resume[resume.index("{") : resume.rindex("}") + 1])
+    assert len(json.dumps(pack, ensure_ascii=False, separators=(",", ":")).encode()) <= 1200
+    assert "instructions" in pack["notice"]
+    texts = [m["text"] for m in pack["memories"]]
+    assert "User lives in Hangzhou" in texts
+    assert not any("Shenzhen" in t or "555-0199" in t for t in texts)
+    assert out.rstrip().endswith("杭州")  # how to explore the file afterwards
+
+
+# --- commands with good input -----------------------------------------------------------------
+
+SCOPE = ["--persona", "assistant", "--project", "support"]
+TEXT = "我搬到杭州了，离西湖很近。"
+T0 = "2026-11-30T09:00:00+08:00"
+
+
+def ok(*args: str, **options: Any) -> str:
+    """Run a command that must succeed; return its stdout (stderr carries no error)."""
+    result = amem_cli(*args, **options)
+    assert result.returncode == 0, result.stderr
+    assert "error" not in result.stderr
+    return result.stdout
+
+
+def test_submit_recall_read(tmp_path: Path) -> None:
+    db = ["--db", str(tmp_path / "m.db"), *SCOPE]
+    args = ["submit", TEXT, "--event-id", "m-1", "--session", "chat-7", "--occurred-at", T0]
+    assert ok(*args, *db) == "stored m-1 (seq 1, stored) in assistant/support\n"
+    assert ok(*args, *db) == "already stored m-1 (seq 1, stored) in assistant/support\n"
+    receipt = json.loads(ok("submit", "-", "--role", "assistant", "--json", *db, input="好的"))
+    assert receipt["event_id"].startswith("evt_")
+    assert receipt["seq"] > 1
+    assert (receipt["duplicate"], receipt["persona"]) == (False, "assistant")
+
+    lines = ok("recall", "杭州", *db).splitlines()
+    assert lines == [lines[0]]
+    assert lines[0].endswith(f"2026-11-30  raw event   {TEXT}  (m-1)")
+    found = json.loads(ok("recall", "西湖", "--json", "--limit", "5", *db))
+    assert [(i["id"], i["raw_fallback"]) for i in found["items"]] == [("m-1", True)]
+    assert ok("recall", "杭州", "--as-of", "2026-01-01T00:00:00Z", *db) == "(no evidence found)\n"
+    other_scope = ["--db", str(tmp_path / "m.db"), "--persona", "assistant", "--project", "x"]
+    assert ok("recall", "杭州", *other_scope) == "(no evidence found)\n"
+
+    header, page = ok("read", "m-1", "--limit", "4", *db).splitlines()
+    assert header == (
+        "event m-1 (user, 2026-11-30T01:00:00+00:00, stored) chars 0-4 of 13, next page: --offset 4"
+    )
+    header, rest = ok("read", "m-1", "--offset", "4", *db).splitlines()
+    assert "next page" not in header
+    assert page + rest == TEXT
+    evidence = json.loads(ok("read", "m-1", "--json", *db))
+    assert (evidence["text"], evidence["event"]["session"]) == (TEXT, "chat-7")
+
+
+def test_persona_show_set_history_rollback(tmp_path: Path) -> None:
+    db = ["--db", str(tmp_path / "m.db"), *SCOPE]
+    assert ok("persona", "show", *db).startswith("assistant v1: A helpful")  # a neutral default
+    assert ok("persona", "set", "assistant", "You are 小助手.", "--note", "first", *db) == (
+        "assistant is now v2\n"
+    )
+    assert ok("persona", "set", *db, input="你是一个简洁的助手。\n") == "assistant is now v3\n"
+    file = tmp_path / "persona.txt"
+    file.write_text("You are a travel agent.", encoding="utf-8")
+    assert ok("persona", "set", "--file", str(file), *db) == "assistant is now v4\n"
+    assert ok("persona", "show", *db) == "assistant v4: You are a travel agent.\n"
+    assert ok("persona", "show", "--version", "2", *db) == "assistant v2: You are 小助手.\n"
+
+    history = ok("persona", "history", *db)
+    assert [line.split()[0] for line in history.splitlines() if line.startswith("v")] == [
+        "v1", "v2", "v3", "v4",
+    ]  # fmt: skip
+    assert "first" in history
+    assert "你是一个简洁的助手。" in history
+    assert ok("persona", "rollback", "2", *db).startswith("assistant is now v5")
+    assert ok("persona", "show", "assistant", *db) == "assistant v5: You are 小助手.\n"
+    versions = json.loads(ok("persona", "history", "--json", *db))["versions"]
+    assert [v["version"] for v in versions] == [1, 2, 3, 4, 5]
+    assert ok("persona", "show", "someone-else", *db).startswith("someone-else v1")
+
+
+def transcript_lines(n: int) -> str:
+    lines = [
+        json.dumps(
+            {"event_id": f"h-{i}", "role": "user" if i % 2 == 0 else "assistant",
+             "text": f"第{i}句：下周去杭州出差，住西湖边。", "session": "s1",
+             "occurred_at": f"2026-11-30T09:00:0{i}+08:00"},
+            ensure_ascii=False,
+        )
+        for i in range(n)
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n\n"  # a trailing blank line is fine
+
+
+def test_host_ingest(tmp_path: Path) -> None:
+    db = ["--db", str(tmp_path / "m.db"), *SCOPE]
+    path = tmp_path / "transcript.jsonl"
+    path.write_text(transcript_lines(3), encoding="utf-8")
+    first = ok("host-ingest", str(path), "--instance", "laptop", *db)
+    assert first == "cursor 3: stored 3, 0 already stored, 0 skipped\n"
+    again = ok("host-ingest", str(path), "--instance", "laptop", *db)
+    assert again == "cursor 3: stored 0, 0 already stored, 3 skipped\n"
+
+    args = ["host-ingest", "-", "--instance", "laptop", "--json", "--session", "s1"]
+    args += ["--goal", "订西湖边的酒店", "--next-action", "比较价格"]
+    more = json.loads(ok(*args, *db, input=transcript_lines(4)))
+    assert (more["cursor"], more["stored"], more["skipped"]) == (4, ["h-3"], 3)
+    assert more["checkpoint"]["goal"] == "订西湖边的酒店"
+    assert more["checkpoint"]["next_action"] == "比较价格"
+    assert more["checkpoint"]["covered_seq"] == more["receipts"][-1]["seq"] == 4
+
+    other = ok("host-ingest", str(path), "--instance", "phone", *db)
+    assert other == "cursor 3: stored 0, 3 already stored, 0 skipped\n"
+    assert "h-3" in ok("recall", "出差", "--limit", "10", *db)
+
+
+# --- bad input: non-zero exit, the stable code on stderr, nothing echoed, nothing on stdout -----
+
+SECRET = "秘密-7f3a"
+
+
+@pytest.fixture(scope="module")
+def filled_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bad") / "m.db"
+    db = ["--db", str(path), *SCOPE]
+    ok("submit", TEXT, "--event-id", "m-1", "--occurred-at", T0, *db)
+    ok("persona", "set", "assistant", "You are 小助手.", *db)
+    return path
+
+
+BAD_INPUT: list[tuple[list[str], str, str | None]] = [
+    # (arguments, error code, stdin)
+    (["submit", SECRET, "--occurred-at", "2026-11-30T09:00:00"], "invalid_time", None),
+    (["submit", SECRET, "--occurred-at", SECRET], "invalid_time", None),
+    (["submit", SECRET, "--event-id", "m-1"], "duplicate_conflict", None),
+    (["submit", "x", "--event-id", ""], "invalid_input", None),
+    (["submit", "-"], "invalid_input", ""),
+    (["submit", "-"], "invalid_input", SECRET * 20_000),
+    (["recall", SECRET, "--as-of", SECRET], "invalid_time", None),
+    (["recall", SECRET, "--limit", "0"], "invalid_input", None),
+    (["recall", SECRET, "--kind", SECRET], "invalid_input", None),
+    (["recall", "   "], "invalid_input", None),
+    (["read", SECRET], "not_found", None),
+    (["read", "m-1", "--offset", "-1"], "invalid_input", None),
+    (["read", "m-1", "--limit", "0"], "invalid_input", None),
+    (["persona", "show", "--version", "99"], "not_found", None),
+    (["persona", "set"], "invalid_input", ""),
+    (["persona", "set", "--file", f"/nonexistent/{SECRET}.txt"], "invalid_input", None),
+    (["persona", "rollback", "99"], "not_found", None),
+    (["reindex"], "not_configured", None),
+    (["retry"], "not_configured", None),
+    (["host-ingest", "-", "--instance", "i"], "invalid_input", f'{{"event_id": "a"}}\n{SECRET}\n'),
+    (["host-ingest", "-", "--instance", "i"], "invalid_input", f'{{"text": "{SECRET}"}}\n'),
+    (["host-ingest", "-", "--instance", "i"], "invalid_input", f"[{json.dumps(SECRET)}]\n"),
+    (
+        ["host-ingest", "-", "--instance", "i"],
+        "invalid_time",
+        json.dumps({"event_id": "a", "role": "user", "text": "x", "occurred_at": SECRET}) + "\n",
+    ),
+    (
+        ["host-ingest", "-", "--instance", "i"],
+        "duplicate_conflict",
+        json.dumps({"event_id": "m-1", "role": "user", "text": SECRET}) + "\n",
+    ),
+    (["host-ingest", f"/nonexistent/{SECRET}.jsonl", "--instance", "i"], "invalid_input", None),
+    (["host-ingest", "-", "--instance", "i", "--goal", SECRET], "invalid_input", ""),
+    (["host-ingest", "-", "--instance", ""], "invalid_input", ""),
+]
+
+
+def contents(path: Path) -> list[list[tuple[object, ...]]]:
+    tables = ("events", "personas", "memories", "checkpoints", "capture_cursors")
+    conn = sqlite3.connect(path)
+    try:
+        return [list(conn.execute(f"select * from {table} order by 1")) for table in tables]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("args", "code", "stdin"), BAD_INPUT)
+def test_bad_input_fails_with_its_code(
+    filled_db: Path, args: list[str], code: str, stdin: str | None
+) -> None:
+    before = contents(filled_db)
+    result = amem_cli(*args, "--db", str(filled_db), *SCOPE, input=stdin)
+    assert contents(filled_db) == before  # nothing written
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"amem: error: {code}: "), result.stderr
+    assert result.stderr.count("\n") == 1
+    assert SECRET not in result.stderr
+    assert "nonexistent" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["recall"],
+        ["recall", "x", "--limit", "many"],
+        ["recall", "x", "--mode", "psychic"],
+        ["submit", "x", "--role", "narrator"],
+        ["host-ingest", "-"],
+        ["persona", "rollback"],
+        ["persona", "rollback", "one"],
+        ["recall", "x", "--backend", "curio"],
+    ],
+)
+def test_usage_errors_exit_2_with_usage_on_stderr(tmp_path: Path, args: list[str]) -> None:
+    result = amem_cli(*args, "--db", str(tmp_path / "m.db"))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "usage: amem" in result.stderr
+    assert not (tmp_path / "m.db").exists()  # refused before the database was touched
+
+
+# --- retry and reindex against a real OpenAI-compatible endpoint --------------------------------
+
+
+KEY = "sk-test-4b1d9e"
+
+
+def test_retry_and_reindex_with_an_endpoint(tmp_path: Path) -> None:
+    from amem.testing import FakeOpenAI
+
+    def answer(event: dict[str, Any]) -> list[dict[str, Any]]:
+        draft = {"text": "User moved to Hangzhou", "quote": event["text"][:6], "kind": "fact",
+                 "basis": "user_statement", "subject": "user", "fact_key": "residence"}  # fmt: skip
+        return [draft]
+
+    db = ["--db", str(tmp_path / "m.db"), *SCOPE]
+    ok("submit", TEXT, "--event-id", "m-1", *db)  # stored: no extractor configured yet
+    with FakeOpenAI(answer) as api:
+        env = {"AMEM_EXTRACT_BASE_URL": api.base_url, "AMEM_EXTRACT_MODEL": "fake",
+               "AMEM_EMBED_BASE_URL": api.base_url, "AMEM_EMBED_MODEL": "fake",
+               "AMEM_EXTRACT_API_KEY": KEY, "AMEM_EMBED_API_KEY": KEY}  # fmt: skip
+        result = amem_cli("retry", "--event-id", "m-1", *db, env=env)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "extracted 1 events, 0 failed, 1 new memories\n"
+        assert "retry: 1/1" in result.stderr  # progress goes to stderr
+        assert "User moved to Hangzhou" in ok("recall", "Hangzhou", *db)
+
+        api.fail_status = 500
+        ok("submit", "Later I moved again.", "--event-id", "m-2", *db)
+        result = amem_cli("retry", "--event-id", "m-2", *db, env=env)
+        assert result.returncode == 1
+        assert result.stdout == "extracted 0 events, 1 failed, 0 new memories\n"
+        assert "fake failure" not in result.stdout + result.stderr  # no response body
+        assert KEY not in result.stdout + result.stderr
+        api.fail_status = None
+        result = amem_cli("retry", *db, env=env)  # the failed event resumes
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("extracted 1 events, 0 failed")
+
+        result = amem_cli("reindex", *db, env=env)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("embedded 2 of 2 memories (")
+        assert "reindex: 2/2" in result.stderr
+        assert KEY not in result.stdout + result.stderr
+        assert api.embedding_requests
+        semantic = json.loads(
+            ok("recall", "relocation", "--mode", "semantic", "--json", *db, env=env)
+        )
+        assert "warnings" in semantic
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="amem bug: a non-ASCII AMEM_EXTRACT_API_KEY crashes retry with a UnicodeEncodeError "
+    "traceback (api_client.post_json builds the header) instead of a stable error code",
+)
+def test_non_ascii_api_key_is_a_clean_error(tmp_path: Path) -> None:
+    from amem.testing import FakeOpenAI
+
+    db = ["--db", str(tmp_path / "m.db"), *SCOPE]
+    ok("submit", TEXT, "--event-id", "m-1", *db)
+    with FakeOpenAI() as api:
+        env = {"AMEM_EXTRACT_BASE_URL": api.base_url, "AMEM_EXTRACT_MODEL": "fake",
+               "AMEM_EXTRACT_API_KEY": SECRET}  # fmt: skip
+        result = amem_cli("retry", "--event-id", "m-1", *db, env=env)
+    assert result.returncode == 1
+    assert result.stderr.startswith("amem: error: ")
+    assert "Traceback" not in result.stderr
