@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from . import __version__
 from .config import Settings, default_db_path
 from .errors import AmemError, InvalidInput
+from .inputs import validation_problems
 from .memory import MAX_CAPTURE_ENTRIES, Memory, Scope
 from .memory import open as open_memory
 from .models import CaptureResult
@@ -55,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = anyio.run(args.run, args, backend=args.backend)
     except AmemError as exc:
         print(f"amem: error: {exc}", file=sys.stderr)
+        return 1
+    except ValidationError as exc:  # only Settings are validated by pydantic here
+        problems = validation_problems(exc, Settings.model_fields)
+        print(f"amem: error: invalid_config: AMEM_* settings: {problems}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -16,7 +16,9 @@ class Settings(BaseSettings):
     Every field can be set as ``AMEM_<FIELD>`` (upper case), e.g. ``AMEM_EXTRACT_MODEL``.
     """
 
-    model_config = SettingsConfigDict(env_prefix="AMEM_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="AMEM_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     db: Path | None = None
     """Database file used by the CLI when ``--db`` is not given (``AMEM_DB``)."""
@@ -62,6 +64,14 @@ class Settings(BaseSettings):
     """The current emotion's valence and arousal decay toward zero with this half-life."""
     emotion_floor: float = Field(default=0.01, ge=0, le=1)
     """An expressed emotion whose decay factor fell below this is no longer current."""
+
+    @field_validator("extract_api_key", "embed_api_key")
+    @classmethod
+    def header_safe(cls, key: SecretStr | None) -> SecretStr | None:
+        secret = None if key is None else key.get_secret_value()
+        if secret is not None and not (secret.isascii() and secret.isprintable()):
+            raise ValueError("an API key must be printable ASCII (it travels in an HTTP header)")
+        return key
 
     @property
     def extraction_enabled(self) -> bool:

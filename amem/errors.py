@@ -1,12 +1,13 @@
 """Every error amem raises, with a stable ``code`` string.
 
 AmemError (code: str)
-  InvalidInput      invalid_input, invalid_time, quote_mismatch, role_violation
+  InvalidInput      invalid_input, invalid_time, quote_mismatch, role_violation,
+                    not_configured, path_not_allowed
   Conflict          duplicate_conflict, version_conflict
   NotFound          not_found
   BudgetTooSmall    insufficient_budget
-  StorageError      schema_too_new, not_amem_database, storage_full, database_busy,
-                    archive_invalid, target_exists
+  StorageError      schema_too_new, not_amem_database, not_a_database, storage_full,
+                    database_busy, storage_error, archive_invalid, target_exists
   UpstreamError     extraction_failed, embedding_failed
   Closed            closed
 

@@ -7,6 +7,7 @@ two on one file (or two processes) coordinate through SQLite's own locks.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sqlite3
 import uuid
@@ -713,7 +714,7 @@ class Scope:
             if not isinstance(entry, Mapping) or entry.get("event_id") is None:
                 raise InvalidInput(f"entries[{n}] needs an event_id (a stable ID)")
         made = await self._new_events(entries)
-        fields = None if checkpoint is None else checkpoint_fields(**checkpoint)
+        fields = None if checkpoint is None else checkpoint_from(checkpoint)
         result = await self._memory._write(
             partial(capture.ingest, persona=self.persona, project=self.project,
                     instance=instance, start=start, entries=made,
@@ -781,6 +782,16 @@ def checkpoint_fields(
         "covered_seq": None if covered_seq is None
         else require_int(covered_seq, "covered_seq", low=1, high=2**62),
     }  # fmt: skip
+
+
+def checkpoint_from(checkpoint: object) -> dict[str, Any]:
+    """``checkpoint_fields`` of a mapping a host sent (``host_ingest``'s ``checkpoint``)."""
+    keys = inspect.signature(checkpoint_fields).parameters.keys()
+    if not isinstance(checkpoint, Mapping) or not {"session", "goal"} <= checkpoint.keys() <= keys:
+        raise InvalidInput(
+            f"checkpoint must be a mapping with session, goal and only: {', '.join(keys)}"
+        )
+    return checkpoint_fields(**checkpoint)
 
 
 def require_text_list(items: object, field: str) -> list[str]:

@@ -296,12 +296,6 @@ async def test_invalid_entries_are_refused_whole_without_echoing_them(
     assert await snapshot(db_path) == (0, [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="amem bug: Scope.host_ingest passes the checkpoint mapping as keyword arguments "
-    "(memory.py checkpoint_fields(**checkpoint)), so a missing goal or an unknown key raises "
-    "TypeError instead of invalid_input",
-)
 @pytest.mark.parametrize(
     "checkpoint", [{"session": SESSION}, {"session": SESSION, "goal": "g", "mood": "秘密"}]
 )

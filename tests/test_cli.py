@@ -463,11 +463,6 @@ def test_retry_and_reindex_with_an_endpoint(tmp_path: Path) -> None:
         assert "warnings" in semantic
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="amem bug: a non-ASCII AMEM_EXTRACT_API_KEY crashes retry with a UnicodeEncodeError "
-    "traceback (api_client.post_json builds the header) instead of a stable error code",
-)
 def test_non_ascii_api_key_is_a_clean_error(tmp_path: Path) -> None:
     from amem.testing import FakeOpenAI
 
