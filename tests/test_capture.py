@@ -59,6 +59,8 @@ def ids(entries: list[dict[str, Any]]) -> list[str]:
 
 def _snapshot(db_path: Path, persona: str, project: str, instance: str) -> tuple[int, list[str]]:
     with closing(sqlite3.connect(db_path)) as conn:
+        # One read transaction: a shielded write of a cancelled caller may commit meanwhile.
+        conn.execute("begin")
         row = conn.execute(
             "select position from capture_cursors where persona = ? and project = ? "
             "and instance = ?",
