@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from amem.memory import MAX_CAPTURE_ENTRIES
 from amem.sample import SAMPLE_CONVERSATION
 
 
@@ -312,6 +313,26 @@ def test_host_ingest(tmp_path: Path) -> None:
     other = ok("host-ingest", str(path), "--instance", "phone", *db)
     assert other == "cursor 3: stored 0, 3 already stored, 0 skipped\n"
     assert "h-3" in ok("recall", "出差", "--limit", "10", *db)
+
+
+def test_host_ingest_of_a_transcript_longer_than_one_call_takes(tmp_path: Path) -> None:
+    """Over ``MAX_CAPTURE_ENTRIES`` the CLI sends slices, the checkpoint with the last."""
+    db = ["--db", str(tmp_path / "m.db"), *SCOPE]
+    n = MAX_CAPTURE_ENTRIES + 50
+    path = tmp_path / "transcript.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(n):
+            entry = {"event_id": f"long-{i}", "role": "user", "text": f"第{i}句", "session": "s1"}
+            out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    args = ["host-ingest", str(path), "--instance", "laptop", "--json", "--session", "s1"]
+    result = json.loads(ok(*args, "--goal", "读完长记录", *db))
+    assert result["cursor"] == n
+    assert result["stored"] == [f"long-{i}" for i in range(n)]  # every slice reported
+    assert result["checkpoint"]["covered_seq"] == n
+    again = ok("host-ingest", str(path), "--instance", "laptop", *db)
+    assert again == f"cursor {n}: stored 0, 0 already stored, {n} skipped\n"
+    page = json.loads(ok("read", f"long-{n - 1}", "--json", *db))
+    assert page["text"] == f"第{n - 1}句"
 
 
 # --- bad input: non-zero exit, the stable code on stderr, nothing echoed, nothing on stdout -----
