@@ -52,7 +52,9 @@ from .models import RecallItem, ScoreComponents
 from .text import literal, query_tokens, scope_token
 
 PER_TERM = 200
-"""Most recent in-scope documents taken per query token."""
+"""Most recent eligible in-scope documents taken per query token."""
+TERM_SCAN = 2000
+"""Most recent in-scope postings examined per query token to find them."""
 MAX_TERMS = 32
 RANKED = 100
 """Candidates scored with BM25 (by idf-weighted presence first)."""
@@ -83,8 +85,23 @@ and m.valid_at <= :as_of and (:history or m.invalid_at is null or m.invalid_at >
 ELIGIBLE_ROW = ELIGIBLE.replace("m.persona =", "+m.persona =").replace(
     "m.project =", "+m.project ="
 )
+# A token's most recent documents that are still evidence at as_of: revoked, expired,
+# amended or not yet valid documents must not take the places of older eligible ones.
+# The FTS scan itself stays bounded (:scan postings), whatever the archive's size.
 SELECT_TERM = """
-select rowid from search_fts where search_fts match ? order by rowid desc limit ?
+select d.num from (
+    select rowid as num from search_fts where search_fts match :match
+    order by rowid desc limit :scan
+) f join search_docs d on d.num = f.num
+where case d.doc_kind
+    when 'memory' then exists (
+        select 1 from memories m where m.id = d.ref and m.revoked_at is null
+        and m.valid_at <= :as_of and (:history or m.invalid_at is null or m.invalid_at > :as_of))
+    else exists (
+        select 1 from events e where e.id = d.ref and e.status != 'amended'
+        and e.occurred_at <= :as_of)
+end
+limit :per_term
 """
 SELECT_DOCS = "select num, doc_kind, ref, tokens from search_docs where num in ({})"
 COUNT_DOCS = "select max(num) from search_docs"
@@ -153,7 +170,7 @@ def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[Reca
     """Ranked items and warnings (incomplete vector coverage, scan cut short)."""
     params = eligibility(q)
     found: dict[str, Evidence] = {}
-    for (doc_kind, ref), lexical in lexical_matches(conn, q).items():
+    for (doc_kind, ref), lexical in lexical_matches(conn, q, params).items():
         if doc_kind == "memory":
             add_memory(conn, found, params, ref, lexical=lexical)
         else:
@@ -185,15 +202,22 @@ def kinds_clause(params: dict[str, object]) -> str:
     return f"and m.kind in ({', '.join(names)})" if names else ""
 
 
-def lexical_matches(conn: sqlite3.Connection, q: RecallQuery) -> dict[tuple[str, str], float]:
+def lexical_matches(
+    conn: sqlite3.Connection, q: RecallQuery, params: dict[str, object]
+) -> dict[tuple[str, str], float]:
     """BM25 of the best bounded candidates, normalised to 0..1, by ``(doc_kind, ref)``."""
     terms = query_tokens(q.query)[:MAX_TERMS]
     if not terms:
         return {}
     scope = literal(scope_token(q.persona, q.project))
+    bounds = {"as_of": params["as_of"], "history": params["history"], "scan": TERM_SCAN}
     postings = {
         term: [
-            row[0] for row in conn.execute(SELECT_TERM, (f"{literal(term)} AND {scope}", PER_TERM))
+            row[0]
+            for row in conn.execute(
+                SELECT_TERM,
+                {**bounds, "match": f"{literal(term)} AND {scope}", "per_term": PER_TERM},
+            )
         ]
         for term in terms
     }

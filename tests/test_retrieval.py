@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import amem
-from amem.retrieval import WEIGHTS
+from amem.retrieval import PER_TERM, WEIGHTS
 from amem.text import STOP_WORDS
 
 pytestmark = pytest.mark.anyio
@@ -365,6 +365,23 @@ async def test_a_related_memory_joins_its_match_with_a_link_score(
 
 
 # -- source-event keys -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("word", ["piano", "钢琴"])
+async def test_many_newer_matches_do_not_hide_what_was_true_at_as_of(
+    scope: amem.Scope, word: str
+) -> None:
+    """A common term's newest documents are not yet valid at an earlier as_of; the older
+    ones that were must still be found (the per-term cap counts only eligible ones)."""
+    then = [await derive(scope, f"我学{word} {n}", f"学{word} {n}", f"我学{word} {n}", at=OLD)
+            for n in range(3)]  # fmt: skip
+    for n in range(PER_TERM + 20):  # all after AS_OF: not yet true then
+        await derive(scope, f"{word} later {n}", f"{word} later {n}", f"{word} later {n}",
+                     at="2026-07-01T00:00:00Z")  # fmt: skip
+    result = await scope.recall(word, as_of=AS_OF, limit=10)
+    assert sorted(item.id for item in result.items) == sorted(m.id for m in then)
+    later = await scope.recall(word, as_of="2026-08-01T00:00:00Z", limit=10)
+    assert len(later.items) == 10
 
 
 @pytest.mark.parametrize(
