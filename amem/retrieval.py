@@ -12,7 +12,10 @@ Evidence, with bounded work however large the archive grows:
   ``PER_TERM`` of its most recent documents. A token with fewer matches is rare: all of
   them are candidates, and its idf is high. The best ``RANKED`` candidates by
   idf-weighted term presence are scored with BM25 on their stored tokens. No query ever
-  reads every posting of a common term.
+  reads every posting of a common term. When a capped term's newest documents yield
+  fewer eligible candidates than ``limit`` (revoked, amended or not yet valid at an
+  earlier ``as_of``), the terms are looked up again counting only eligible documents,
+  over at most ``TERM_SCAN`` postings each.
 - **source-event keys**: a matching original event brings in the current memories
   derived from it (a Chinese message finds the English memory extracted from it).
 - **one-hop links**: memories linked by ``related`` to a matching memory join with a
@@ -85,10 +88,13 @@ and m.valid_at <= :as_of and (:history or m.invalid_at is null or m.invalid_at >
 ELIGIBLE_ROW = ELIGIBLE.replace("m.persona =", "+m.persona =").replace(
     "m.project =", "+m.project ="
 )
-# A token's most recent documents that are still evidence at as_of: revoked, expired,
-# amended or not yet valid documents must not take the places of older eligible ones.
-# The FTS scan itself stays bounded (:scan postings), whatever the archive's size.
 SELECT_TERM = """
+select rowid from search_fts where search_fts match :match order by rowid desc limit :per_term
+"""
+# The same, counting only documents that are evidence at as_of: when the newest matches of
+# a common term are revoked, amended or not yet valid, they must not take the places of
+# older eligible ones. The FTS scan stays bounded (:scan postings) however large the archive.
+SELECT_ELIGIBLE_TERM = """
 select d.num from (
     select rowid as num from search_fts where search_fts match :match
     order by rowid desc limit :scan
@@ -170,11 +176,12 @@ def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[Reca
     """Ranked items and warnings (incomplete vector coverage, scan cut short)."""
     params = eligibility(q)
     found: dict[str, Evidence] = {}
-    for (doc_kind, ref), lexical in lexical_matches(conn, q, params).items():
-        if doc_kind == "memory":
-            add_memory(conn, found, params, ref, lexical=lexical)
-        else:
-            add_event(conn, found, params, ref, lexical, q.kinds)
+    matches, capped = lexical_matches(conn, q, params, SELECT_TERM)
+    add_lexical(conn, found, params, matches, q.kinds)
+    if capped and len(found) < q.limit:  # the newest postings were no evidence at as_of
+        found = {}
+        matches, _ = lexical_matches(conn, q, params, SELECT_ELIGIBLE_TERM)
+        add_lexical(conn, found, params, matches, q.kinds)
     warnings: list[str] = []
     if q.vector is not None:
         similarity, warnings = semantic_matches(conn, q, params)
@@ -184,6 +191,20 @@ def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[Reca
     scored = [(round(score(parts(e, q)), 6), memory_id, e) for memory_id, e in found.items()]
     scored.sort(key=lambda entry: (-entry[0], entry[1]))
     return [recall_item(e, q) for _, _, e in scored[: q.limit]], warnings  # models: top only
+
+
+def add_lexical(
+    conn: sqlite3.Connection,
+    found: dict[str, Evidence],
+    params: dict[str, object],
+    matches: dict[tuple[str, str], float],
+    kinds: Iterable[str] | None,
+) -> None:
+    for (doc_kind, ref), lexical in matches.items():
+        if doc_kind == "memory":
+            add_memory(conn, found, params, ref, lexical=lexical)
+        else:
+            add_event(conn, found, params, ref, lexical, kinds)
 
 
 def eligibility(q: RecallQuery) -> dict[str, object]:
@@ -203,19 +224,20 @@ def kinds_clause(params: dict[str, object]) -> str:
 
 
 def lexical_matches(
-    conn: sqlite3.Connection, q: RecallQuery, params: dict[str, object]
-) -> dict[tuple[str, str], float]:
-    """BM25 of the best bounded candidates, normalised to 0..1, by ``(doc_kind, ref)``."""
+    conn: sqlite3.Connection, q: RecallQuery, params: dict[str, object], select_term: str
+) -> tuple[dict[tuple[str, str], float], bool]:
+    """BM25 of the best bounded candidates, normalised to 0..1, by ``(doc_kind, ref)``;
+    and whether any term had more matches than ``PER_TERM``."""
     terms = query_tokens(q.query)[:MAX_TERMS]
     if not terms:
-        return {}
+        return {}, False
     scope = literal(scope_token(q.persona, q.project))
     bounds = {"as_of": params["as_of"], "history": params["history"], "scan": TERM_SCAN}
     postings = {
         term: [
             row[0]
             for row in conn.execute(
-                SELECT_TERM,
+                select_term,
                 {**bounds, "match": f"{literal(term)} AND {scope}", "per_term": PER_TERM},
             )
         ]
@@ -233,7 +255,8 @@ def lexical_matches(
     docs = [(row[0], row[1:]) for row in conn.execute(SELECT_DOCS.format(marks), best_present)]
     scored = bm25({rowid: doc[2].split()[1:] for rowid, doc in docs}, idf)
     # relative to a document holding every query term once: 1.0 means a full match
-    return {(doc[0], doc[1]): min(1.0, scored[rowid] / whole) for rowid, doc in docs}
+    capped = any(len(rows) == PER_TERM for rows in postings.values())
+    return {(doc[0], doc[1]): min(1.0, scored[rowid] / whole) for rowid, doc in docs}, capped
 
 
 def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, float]:
