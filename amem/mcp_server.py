@@ -20,14 +20,12 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from io import TextIOWrapper
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import anyio
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import __version__
@@ -37,6 +35,7 @@ from .inputs import validation_problems
 from .memory import Memory, Scope
 from .memory import open as open_memory
 from .models import MemoryDraft
+from .stdio import stdio_transport
 
 log = logging.getLogger("amem")
 
@@ -438,18 +437,18 @@ async def serve(path: Path, settings: Settings) -> None:
     """Speak MCP on stdin/stdout until stdin closes; stdout carries JSON-RPC only."""
     wire = protect_stdout()
     server = build_server(path, settings)
-    async with stdio_server(stdout=anyio.wrap_file(wire)) as (read_stream, write_stream):
+    async with stdio_transport(sys.stdin.buffer, wire) as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def protect_stdout() -> TextIOWrapper:
+def protect_stdout() -> BinaryIO:
     """Keep a private handle on the real stdout for the wire, and send fd 1 to stderr, so
     a stray print from any library (or C code) can never corrupt the JSON-RPC stream."""
     sys.stdout.flush()
     wire = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    return TextIOWrapper(wire, encoding="utf-8", line_buffering=True)
+    return wire
 
 
 def configure_logging(level: int = logging.WARNING) -> None:
