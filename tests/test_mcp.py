@@ -13,6 +13,7 @@ import json
 import math
 import socket
 import sqlite3
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, closing, contextmanager
@@ -932,15 +933,12 @@ async def test_stdin_eof_mid_burst_exits_cleanly(
     wire.assert_only_jsonrpc()
     acked: dict[str, int] = {}
     for (id_, _), n in requests.items():
-        response = wire.responses.get(id_)
-        if response is None:
-            continue  # cut off by the EOF: may or may not be stored
-        is_error, text = tool_result(response)
+        is_error, text = tool_result(wire.responses[id_])  # EOF waits for every answer
         assert not is_error, text
         receipt = json.loads(text)
         acked[receipt["event_id"]] = receipt["seq"]
         assert receipt["event_id"] == f"burst-{n:03d}"
-    assert len(acked) >= 5
+    assert len(acked) == BURST
 
     assert integrity(db) == [("ok",)]
     async with amem.open(db, settings=amem.Settings()) as mem:
@@ -950,7 +948,7 @@ async def test_stdin_eof_mid_burst_exits_cleanly(
             assert page.event.seq == seq
             assert page.text == burst_text(int(event_id.removeprefix("burst-")))
         status = await scope.status()
-        assert len(acked) <= sum(status.events.values()) <= BURST
+        assert sum(status.events.values()) == BURST
     assert integrity(db) == [("ok",)]
 
 
@@ -1059,3 +1057,43 @@ async def test_a_missing_persona_version_is_not_found(anyio_backend: str, tmp_pa
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
         code = await refused(s, "persona_get", {"persona": "bob", "version": 3})
     assert code == "not_found"
+
+
+def test_requests_from_a_file_are_answered_too(tmp_path: Path) -> None:
+    """Requests in a file (stdin and stdout regular files, not pipes) are all answered,
+    those still running at end of input included."""
+    hello = {
+        "protocolVersion": types.LATEST_PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "file-test", "version": "0"},
+    }
+    submit = {"name": "event_submit", "arguments": {"text": "我住在杭州", "role": "user"}}
+    recall = {"name": "memory_recall", "arguments": {"query": "杭州"}}
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(
+        line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        + INITIALIZED
+        + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": submit})
+    )
+    answers = tmp_path / "answers.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        subprocess.run(
+            [sys.executable, *serve_args(tmp_path / "m.db", "asyncio")],
+            stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, timeout=60, check=True,
+        )  # fmt: skip
+    requests.write_bytes(
+        line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        + INITIALIZED
+        + line({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": recall})
+    )
+    with requests.open("rb") as stdin, answers.open("ab") as stdout:
+        subprocess.run(
+            [sys.executable, *serve_args(tmp_path / "m.db", "asyncio")],
+            stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, timeout=60, check=True,
+        )  # fmt: skip
+    replies = {m["id"]: m for m in map(json.loads, answers.read_text().splitlines())}
+    assert sorted(replies) == [1, 2, 3]
+    assert tool_result(replies[2])[0] is False
+    is_error, text = tool_result(replies[3])
+    assert not is_error
+    assert [item["text"] for item in json.loads(text)["items"]] == ["我住在杭州"]
