@@ -111,22 +111,29 @@ limit :per_term
 """
 SELECT_DOCS = "select num, doc_kind, ref, tokens from search_docs where num in ({})"
 COUNT_DOCS = "select max(num) from search_docs"
-SELECT_MEMORY = f"""
+# The first and last scope in index order: equal to the query's scope when it is the only one.
+SELECT_SCOPE_BOUNDS = """
+select (select persona || char(31) || project from search_docs order by persona, project limit 1),
+       (select persona || char(31) || project from search_docs
+        order by persona desc, project desc limit 1)
+"""
+SELECT_MEMORIES = f"""
 select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
-where m.id = :id and {ELIGIBLE_ROW}
+where m.id in ({{ids}}) and {ELIGIBLE_ROW}
 """
 SELECT_DERIVED = f"""
 select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
-where m.event_id = :event_id and {ELIGIBLE_ROW}
+where m.event_id in ({{ids}}) and {ELIGIBLE_ROW}
 """
-SELECT_EVENT_STATE = """
-select status, exists (select 1 from memories where event_id = :id and revoked_at is null)
-from events where id = :id
-"""
-SELECT_RAW = """
-select id, substr(text, 1, :cap), length(text), occurred_at from events
-where id = :id and category = 'conversation' and status in ('stored', 'pending', 'failed')
-  and occurred_at <= :as_of
+# Matched events: amended ones are no key to anything; derived ones lead to their
+# memories; the rest are raw fallback if they are conversation that happened by as_of.
+SELECT_EVENTS = """
+select id, status,
+    exists (select 1 from memories m where m.event_id = e.id and m.revoked_at is null),
+    category = 'conversation' and status in ('stored', 'pending', 'failed')
+        and occurred_at <= :as_of,
+    substr(text, 1, :cap), length(text), occurred_at
+from events e where id in ({ids})
 """
 SELECT_LINKED = """
 select to_id from relations where kind = 'related' and from_id = ?
@@ -185,8 +192,7 @@ def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[Reca
     warnings: list[str] = []
     if q.vector is not None:
         similarity, warnings = semantic_matches(conn, q, params)
-        for memory_id, value in similarity.items():
-            add_memory(conn, found, params, memory_id, semantic=value)
+        add_memories(conn, found, params, similarity, "semantic")
     add_links(conn, found, params)
     scored = [(round(score(parts(e, q)), 6), memory_id, e) for memory_id, e in found.items()]
     scored.sort(key=lambda entry: (-entry[0], entry[1]))
@@ -200,11 +206,10 @@ def add_lexical(
     matches: dict[tuple[str, str], float],
     kinds: Iterable[str] | None,
 ) -> None:
-    for (doc_kind, ref), lexical in matches.items():
-        if doc_kind == "memory":
-            add_memory(conn, found, params, ref, lexical=lexical)
-        else:
-            add_event(conn, found, params, ref, lexical, kinds)
+    memories = {ref: score for (kind, ref), score in matches.items() if kind == "memory"}
+    events = {ref: score for (kind, ref), score in matches.items() if kind != "memory"}
+    add_memories(conn, found, params, memories, "lexical")
+    add_events(conn, found, params, events, kinds)
 
 
 def eligibility(q: RecallQuery) -> dict[str, object]:
@@ -231,18 +236,19 @@ def lexical_matches(
     terms = query_tokens(q.query)[:MAX_TERMS]
     if not terms:
         return {}, False
-    scope = literal(scope_token(q.persona, q.project))
+    # Intersecting each term with the scope token costs several times the term alone; when
+    # the index holds no other scope (two index seeks tell), the intersection changes nothing.
+    first, last = conn.execute(SELECT_SCOPE_BOUNDS).fetchone()
+    alone = first == last == f"{q.persona}\x1f{q.project}"
+    scope = "" if alone else f" AND {literal(scope_token(q.persona, q.project))}"
     bounds = {"as_of": params["as_of"], "history": params["history"], "scan": TERM_SCAN}
-    postings = {
-        term: [
-            row[0]
-            for row in conn.execute(
-                select_term,
-                {**bounds, "match": f"{literal(term)} AND {scope}", "per_term": PER_TERM},
-            )
-        ]
-        for term in terms
-    }
+    postings: dict[str, list[int]] = {}
+    for term in sorted(terms, key=len, reverse=True):  # words before their characters
+        if len(term) == 1 and any(term in word and postings[word] for word in postings):
+            continue  # a matching query word holds this character: it would add only noise
+        match = f"{literal(term)}{scope}"
+        found = conn.execute(select_term, {**bounds, "match": match, "per_term": PER_TERM})
+        postings[term] = [row[0] for row in found]
     total = conn.execute(COUNT_DOCS).fetchone()[0] or 1  # documents ever indexed: cheap
     idf = {term: math.log(1 + (total + 1) / (len(rows) + 0.5)) for term, rows in postings.items()}
     presence: defaultdict[int, float] = defaultdict(float)
@@ -270,52 +276,67 @@ def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, fl
     return scores
 
 
-def add_memory(
+def named(values: Iterable[str], params: dict[str, object]) -> str:
+    """``:v0, :v1, ...`` placeholders for ``values``, added to ``params``."""
+    marks = []
+    for n, value in enumerate(values):
+        params[f"v{n}"] = value
+        marks.append(f":v{n}")
+    return ", ".join(marks)
+
+
+def add_memories(
     conn: sqlite3.Connection,
     found: dict[str, Evidence],
     params: dict[str, object],
-    memory_id: str,
-    **scores: float,
+    scores: dict[str, float],
+    part: str,
 ) -> None:
-    """Record evidence for a memory, if it is eligible; the strongest evidence wins."""
-    evidence = found.get(memory_id)
-    if evidence is None:
-        sql = SELECT_MEMORY.format(kinds=kinds_clause(params))
-        row = conn.execute(sql, {**params, "id": memory_id}).fetchone()
-        if row is None:
-            return
-        evidence = found[memory_id] = Evidence(tuple(row))
-    for name, value in scores.items():
-        setattr(evidence, name, max(getattr(evidence, name), value))
+    """Record evidence (``part``: its score) for the eligible memories among ``scores``;
+    the strongest evidence of each kind wins."""
+    new = [memory_id for memory_id in scores if memory_id not in found]
+    if new:
+        query = {**params}
+        sql = SELECT_MEMORIES.format(ids=named(new, query), kinds=kinds_clause(params))
+        for row in conn.execute(sql, query).fetchall():
+            found[str(row[0])] = Evidence(tuple(row))
+    for memory_id, value in scores.items():
+        evidence = found.get(memory_id)
+        if evidence is not None and not evidence.raw:
+            setattr(evidence, part, max(getattr(evidence, part), value))
 
 
-def add_event(
+def add_events(
     conn: sqlite3.Connection,
     found: dict[str, Evidence],
     params: dict[str, object],
-    event_id: str,
-    score: float,
+    scores: dict[str, float],
     kinds: Iterable[str] | None,
 ) -> None:
-    """An event matched: its current memories, or the event itself as raw fallback.
+    """Matched events: their current memories, or the events themselves as raw fallback.
 
     An amended event's words were corrected: they are no key to anything.
     """
-    status, derived = conn.execute(SELECT_EVENT_STATE, {"id": event_id}).fetchone()
-    if status == "amended":
+    if not scores:
         return
+    query = {"as_of": params["as_of"], "cap": RAW_CHARS}
+    rows = conn.execute(SELECT_EVENTS.format(ids=named(scores, query)), query).fetchall()
+    derived = {}
+    for event_id, status, has_memories, raw, *row in rows:
+        if status == "amended":
+            continue
+        if has_memories:
+            derived[event_id] = scores[event_id] * SOURCE_EVENT_DISCOUNT
+        elif raw and not kinds and event_id not in found:  # raw events have no kind
+            found[event_id] = Evidence((event_id, *row), lexical=scores[event_id], raw=True)
     if derived:
-        sql = SELECT_DERIVED.format(kinds=kinds_clause(params))
-        for row in conn.execute(sql, {**params, "event_id": event_id}).fetchall():
-            add_memory(conn, found, params, str(row[0]), lexical=score * SOURCE_EVENT_DISCOUNT)
-        return
-    if kinds:
-        return  # raw events have no kind
-    row = conn.execute(
-        SELECT_RAW, {"id": event_id, "cap": RAW_CHARS, "as_of": params["as_of"]}
-    ).fetchone()
-    if row is not None and event_id not in found:
-        found[event_id] = Evidence(tuple(row), lexical=score, raw=True)
+        query = {**params}
+        sql = SELECT_DERIVED.format(ids=named(derived, query), kinds=kinds_clause(params))
+        by_memory: dict[str, float] = {}
+        for row in conn.execute(sql, query).fetchall():
+            found.setdefault(str(row[0]), Evidence(tuple(row)))
+            by_memory[str(row[0])] = max(by_memory.get(str(row[0]), 0.0), derived[str(row[10])])
+        add_memories(conn, found, params, by_memory, "lexical")
 
 
 def add_links(
@@ -323,9 +344,11 @@ def add_links(
 ) -> None:
     """One hop along explicit ``related`` links from every memory that matched."""
     sources = [(memory_id, e.lexical) for memory_id, e in found.items() if not e.raw and e.lexical]
+    links: dict[str, float] = {}
     for memory_id, strength in sources:
         for (neighbour,) in conn.execute(SELECT_LINKED, (memory_id, memory_id)).fetchall():
-            add_memory(conn, found, params, str(neighbour), link=strength)
+            links[str(neighbour)] = max(links.get(str(neighbour), 0.0), strength)
+    add_memories(conn, found, params, links, "link")
 
 
 def semantic_matches(

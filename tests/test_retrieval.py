@@ -714,3 +714,17 @@ async def test_old_episodes_get_a_decade_label_even_before_they_fade(db_path: Pa
                               "hiked Huangshan", at=ANCIENT, kind="episode")  # fmt: skip
         item = await item_for(scope, "Huangshan", memory.id)
     assert (item.coarse_time, item.gist, item.text) == ("2010s", False, "User hiked Huangshan")
+
+
+async def test_recall_finds_only_its_own_scope_however_many_scopes_share_the_file(
+    mem: amem.Memory,
+) -> None:
+    """One scope alone in the file, then scopes sorting before and after it."""
+    ours = mem.scope("assistant", "m")
+    mine = await derive(ours, "我在杭州喝龙井", "用户在杭州喝龙井", "在杭州喝龙井")
+    assert await found(ours, "杭州 龙井") == [mine.id]
+    for persona, project in [("assistant", "a"), ("assistant", "z"), ("a", "m"), ("z", "m")]:
+        other = mem.scope(persona, project)
+        theirs = await derive(other, "我在杭州喝龙井", "用户在杭州喝龙井", "在杭州喝龙井")
+        assert await found(other, "杭州 龙井") == [theirs.id]
+        assert await found(ours, "杭州 龙井") == [mine.id]
