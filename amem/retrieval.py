@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -270,9 +270,9 @@ def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, fl
     average = sum(map(len, documents.values())) / max(1, len(documents)) or 1.0
     scores = {}
     for rowid, words in documents.items():
-        counts = Counter(word for word in words if word in idf)
         norm = K1 * (1 - B + B * len(words) / average)
-        scores[rowid] = sum(idf[t] * n * (K1 + 1) / (n + norm) for t, n in counts.items())
+        counts = [(weight, words.count(term)) for term, weight in idf.items()]  # few terms
+        scores[rowid] = sum(weight * n * (K1 + 1) / (n + norm) for weight, n in counts if n)
     return scores
 
 
