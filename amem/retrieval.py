@@ -27,11 +27,12 @@ Evidence, with bounded work however large the archive grows:
   text of amended or already-derived events is never used, so it cannot resurrect
   revoked or expired facts.
 
-A query with no evidence returns nothing, never unrelated memories. The score is a
-weighted sum of parts in 0..1, each reported on the item (``WEIGHTS``): lexical (BM25
-relative to a document holding every query term once), semantic (cosine), link, basis,
-confidence and
-freshness (``0.5 ** (age / half-life)``, age from ``valid_at`` to ``as_of``).
+A query with no evidence returns nothing, never unrelated memories. The score is the
+evidence (weighted lexical, semantic and link parts) scaled by the priors (basis,
+confidence, freshness), each part in 0..1 and reported on the item (``score``): lexical
+(BM25 relative to a document holding every query term once), semantic (cosine), link,
+basis, confidence and freshness (``0.5 ** (age / half-life)``, age from ``valid_at`` to
+``as_of``).
 
 Presentation fades old detail without deleting it: episodes, observations and emotions
 older than ``fade_after_days`` show their authored gist, or an extractive topic cue
@@ -69,10 +70,11 @@ BASIS_WEIGHT = {"user_statement": 1.0, "assistant_expression": 0.8, "inference":
 RAW_BASIS, RAW_CONFIDENCE = 0.3, 0.5
 SOURCE_EVENT_DISCOUNT = 0.8
 """A memory found through its source event's text scores this share of that match."""
-WEIGHTS = {
-    "lexical": 0.40, "semantic": 0.25, "link": 0.10, "basis": 0.08, "confidence": 0.05,
-    "freshness": 0.12,
-}  # fmt: skip
+EVIDENCE_WEIGHTS = {"lexical": 0.40, "semantic": 0.25, "link": 0.10}
+"""How strongly the query matched: the part of the score that says *whether* to return."""
+PRIOR_WEIGHTS = {"basis": 0.08, "confidence": 0.05, "freshness": 0.12}
+"""How much to trust what matched: each lowers the score by its weight times its shortfall."""
+WEIGHTS = EVIDENCE_WEIGHTS | PRIOR_WEIGHTS
 
 MEMORY_COLUMNS = """
     m.id, m.text, m.quote, m.kind, m.basis, m.confidence, m.subject, m.fact_key,
@@ -456,5 +458,12 @@ def freshness(valid_at: datetime, as_of: datetime, half_life_days: float) -> flo
 
 
 def score(components: ScoreComponents | dict[str, float]) -> float:
+    """Evidence scaled by the priors: ``evidence * (1 - sum(weight * (1 - prior)))``.
+
+    Scaling, not adding, keeps an old or inferred strong match above a fresh weak one,
+    while among equal matches the fresher, better-sourced one still comes first.
+    """
     values = components if isinstance(components, dict) else components.model_dump()
-    return sum(float(values[name]) * weight for name, weight in WEIGHTS.items())
+    evidence = sum(float(values[name]) * weight for name, weight in EVIDENCE_WEIGHTS.items())
+    shortfall = sum((1 - float(values[name])) * weight for name, weight in PRIOR_WEIGHTS.items())
+    return evidence * (1 - shortfall)

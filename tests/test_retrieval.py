@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import amem
-from amem.retrieval import PER_TERM, WEIGHTS
+from amem.retrieval import PER_TERM, PRIOR_WEIGHTS, WEIGHTS
 from amem.text import STOP_WORDS
 
 pytestmark = pytest.mark.anyio
@@ -236,7 +236,9 @@ async def test_items_report_their_score_components(scope: amem.Scope) -> None:
         parts = item.components.model_dump()
         assert set(parts) == set(WEIGHTS)
         assert all(0 <= value <= 1 for value in parts.values())
-        assert item.score == pytest.approx(sum(parts[k] * w for k, w in WEIGHTS.items()), abs=1e-6)
+        evidence = 0.40 * parts["lexical"] + 0.25 * parts["semantic"] + 0.10 * parts["link"]
+        shortfall = sum(w * (1 - parts[k]) for k, w in PRIOR_WEIGHTS.items())
+        assert item.score == pytest.approx(evidence * (1 - shortfall), abs=1e-6)
         assert parts["lexical"] > 0
         assert parts["freshness"] == pytest.approx(0.5 ** (31 / 180))
     assert {item.components.confidence for item in items} == {0.7, 1.0}
