@@ -60,8 +60,9 @@ PER_TERM = 200
 TERM_SCAN = 2000
 """Most recent in-scope postings examined per query token to find them."""
 MAX_TERMS = 32
-RANKED = 30
-"""Candidates scored with BM25 (by idf-weighted presence first), or twice ``limit`` if more.
+RANKED = 50
+"""Candidates scored with BM25 (by idf-weighted presence first), or ``limit`` if more. The
+same for every limit up to it, so a smaller limit returns a prefix of a larger one's items.
 More cost time and, on LoCoMo, no quality: candidates with few query terms are noise."""
 CANDIDATES = 200
 """Most semantic candidates kept per query."""
@@ -259,7 +260,7 @@ def lexical_matches(
         for rowid in rows:
             presence[rowid] += idf[term]
     whole = sum(idf.values())
-    ranked = max(RANKED, 2 * q.limit)
+    ranked = max(RANKED, q.limit)
     best_present = sorted(presence, key=lambda rowid: (-presence[rowid], -rowid))[:ranked]
     marks = ", ".join("?" * len(best_present))
     docs = [(row[0], row[1:]) for row in conn.execute(SELECT_DOCS.format(marks), best_present)]
