@@ -41,8 +41,9 @@ def get_persona(conn: sqlite3.Connection, persona: str, version: int | None) -> 
     else:
         row = conn.execute(SELECT_VERSION, (persona, version)).fetchone()
         # Version 1 of a new persona is the neutral default the caller creates on read.
-        is_new = conn.execute(SELECT_LATEST, (persona,)).fetchone() is None
-        if row is None and not (is_new and version == 1):
+        if row is None and not (
+            version == 1 and conn.execute(SELECT_LATEST, (persona,)).fetchone() is None
+        ):
             raise NotFound("this persona has no such version")
     return None if row is None else persona_from_row(row)
 
