@@ -17,25 +17,24 @@ import json
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 import anyio
 from mcp import types
-from mcp.server.lowlevel import Server
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import __version__
+from . import __version__, mcp_session
 from .config import Settings
 from .errors import AmemError, InvalidInput
 from .inputs import validation_problems
+from .mcp_session import ServerInfo
 from .memory import Memory, Scope
 from .memory import open as open_memory
 from .models import MemoryDraft
-from .stdio import stdio_transport
 
 log = logging.getLogger("amem")
 
@@ -314,8 +313,9 @@ index coverage, schema version, and the server's default scope."""),
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 
 
-def tool_schema(tool: Tool) -> types.Tool:
-    return types.Tool(
+def tool_schema(tool: Tool) -> dict[str, Any]:
+    """The tool's ``tools/list`` entry."""
+    schema = types.Tool(
         name=tool.name,
         description=tool.description,
         inputSchema=tool.args.model_json_schema(),
@@ -326,13 +326,15 @@ def tool_schema(tool: Tool) -> types.Tool:
             openWorldHint=False,
         ),
     )
+    return schema.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-def tool_error(error: AmemError) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"{error.code}: {error.message}")],
-        isError=True,
-    )
+def tool_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": is_error}
+
+
+def tool_error(error: AmemError) -> dict[str, Any]:
+    return tool_result(f"{error.code}: {error.message}", is_error=True)
 
 
 def encode(result: Any) -> str:
@@ -391,7 +393,8 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-async def call(served: Served, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+async def call(served: Served, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """One tool call, answered as a ``CallToolResult`` in JSON."""
     tool = TOOLS_BY_NAME.get(name)
     if tool is None:
         return tool_error(InvalidInput("no tool of that name", code="unknown_tool"))
@@ -408,37 +411,19 @@ async def call(served: Served, name: str, arguments: dict[str, Any] | None) -> t
             result = await tool.run(served, args)
     except AmemError as error:
         return tool_error(error)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=encode(result))])
-
-
-def build_server(path: Path, settings: Settings) -> Server[Served, Any]:
-    @asynccontextmanager
-    async def lifespan(_: Server[Served, Any]) -> AsyncIterator[Served]:
-        async with open_memory(path, settings=settings) as memory:
-            yield Served(memory, settings.default_persona, settings.default_project)
-
-    server: Server[Served, Any] = Server(
-        "amem", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan
-    )
-
-    @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]
-    async def list_tools() -> list[types.Tool]:
-        return [tool_schema(tool) for tool in TOOLS]
-
-    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        served: Served = server.request_context.lifespan_context
-        return await call(served, name, arguments)
-
-    return server
+    return tool_result(encode(result))
 
 
 async def serve(path: Path, settings: Settings) -> None:
     """Speak MCP on stdin/stdout until stdin closes; stdout carries JSON-RPC only."""
     wire = protect_stdout()
-    server = build_server(path, settings)
-    async with stdio_transport(sys.stdin.buffer, wire) as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    async with open_memory(path, settings=settings) as memory:
+        served = Served(memory, settings.default_persona, settings.default_project)
+        server = ServerInfo(
+            "amem", __version__, INSTRUCTIONS, [tool_schema(tool) for tool in TOOLS],
+            partial(call, served),
+        )  # fmt: skip
+        await mcp_session.serve(server, sys.stdin.fileno(), wire.fileno())
 
 
 def protect_stdout() -> BinaryIO:

@@ -1,0 +1,190 @@
+"""The MCP session over stdio: JSON-RPC requests in, answers out, tool calls concurrent.
+
+amem is a tools-only server, so it answers the few methods such a server has itself:
+``initialize``, ``ping``, ``tools/list`` and ``tools/call``, and the ``initialized`` and
+``cancelled`` notifications; any other method is ``Method not found``. Messages stay plain
+dicts from ``json.loads`` to ``json.dumps``. The SDK's server session validates each
+message against the protocol's whole pydantic union, then passes it through memory
+streams and a new task: about 180 µs of event-loop time per message, more than storing
+an event costs. Protocol versions and error codes still come from the SDK (1.x line).
+
+Requests are answered in the order they finish. A request cancelled by the client
+(``notifications/cancelled``) gets no answer; a write it started still commits. At end
+of input the requests still running are answered (for up to ``DRAIN_SECONDS``) before
+the session ends, so a host that sends its last requests and closes stdin still hears
+back. Requests before ``initialize`` are answered too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+import anyio
+import anyio.abc
+from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    LATEST_PROTOCOL_VERSION,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+)
+
+from . import stdio
+
+log = logging.getLogger("amem")
+
+DRAIN_SECONDS = 60.0
+"""How long end of input waits for the answers to requests still running."""
+
+RequestId = int | str
+Message = dict[str, Any]
+ToolCall = Callable[[str, dict[str, Any] | None], Awaitable[Message]]
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    name: str
+    version: str
+    instructions: str
+    tools: list[Message]
+    """``tools/list`` entries, as JSON."""
+    call: ToolCall
+    """Runs one tool; returns the ``CallToolResult`` as JSON."""
+
+
+async def serve(server: ServerInfo, stdin_fd: int, wire_fd: int) -> None:
+    """Answer MCP requests read from ``stdin_fd`` on ``wire_fd`` until end of input."""
+    async with stdio.outbox(wire_fd) as out, anyio.create_task_group() as tg:
+        session = Session(server, out.send, tg)
+        await stdio.read_lines(stdin_fd, session.receive)
+        with anyio.move_on_after(DRAIN_SECONDS):
+            await session.drained()
+        tg.cancel_scope.cancel()
+
+
+class Session:
+    def __init__(
+        self, server: ServerInfo, send: Callable[[bytes], None], tg: anyio.abc.TaskGroup
+    ) -> None:
+        self._server = server
+        self._send = send
+        self._tg = tg
+        self._running: dict[RequestId, anyio.CancelScope] = {}
+        self._none_running = anyio.Event()
+
+    def receive(self, line: bytes) -> None:
+        """Handle one line from the client: answer it now, or start the tool call."""
+        try:
+            message = json.loads(line)
+        except ValueError:  # includes bytes that are not UTF-8
+            self._error(None, PARSE_ERROR, "Parse error")
+            return
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            self._error(None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object")
+            return
+        method = message.get("method")
+        if method is None:
+            return  # a response: amem sends the client no requests, so nothing waits for it
+        params = message.get("params") or {}
+        id_ = message.get("id")
+        if "id" not in message:
+            if isinstance(method, str) and isinstance(params, dict):
+                self._notified(method, params)
+        elif not isinstance(method, str) or not is_request_id(id_):
+            self._error(id_ if is_request_id(id_) else None, INVALID_REQUEST, "Invalid Request")
+        elif not isinstance(params, dict):
+            self._error(id_, INVALID_PARAMS, "Invalid params: params must be an object")
+        else:
+            self._request(id_, method, params)
+
+    async def drained(self) -> None:
+        """Return once no tool call is running."""
+        if self._running:
+            self._none_running = anyio.Event()
+            await self._none_running.wait()
+
+    def _request(self, id_: RequestId, method: str, params: Message) -> None:
+        if method == "tools/call":
+            self._start_call(id_, params)
+        elif method == "initialize":
+            self._reply(id_, self._initialize(params))
+        elif method == "ping":
+            self._reply(id_, {})
+        elif method == "tools/list":
+            self._reply(id_, {"tools": self._server.tools})
+        else:
+            self._error(id_, METHOD_NOT_FOUND, "Method not found")
+
+    def _initialize(self, params: Message) -> Message:
+        asked = params.get("protocolVersion")
+        return {
+            "protocolVersion": asked if asked in SUPPORTED_PROTOCOL_VERSIONS
+            else LATEST_PROTOCOL_VERSION,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": self._server.name, "version": self._server.version},
+            "instructions": self._server.instructions,
+        }  # fmt: skip
+
+    def _start_call(self, id_: RequestId, params: Message) -> None:
+        name, arguments = params.get("name"), params.get("arguments")
+        if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+            self._error(id_, INVALID_PARAMS, "Invalid params: name must be a string and "
+                        "arguments an object")  # fmt: skip
+        elif id_ in self._running:
+            self._error(id_, INVALID_REQUEST, "Invalid Request: this id is still in use")
+        else:
+            scope = self._running[id_] = anyio.CancelScope()
+            self._tg.start_soon(self._call, id_, name, arguments, scope)
+
+    async def _call(
+        self, id_: RequestId, name: str, arguments: Message | None, scope: anyio.CancelScope
+    ) -> None:
+        try:
+            with scope:
+                try:
+                    result = await self._server.call(name, arguments)
+                except Exception:
+                    log.exception("the tool %s failed unexpectedly", name)
+                    self._error(id_, INTERNAL_ERROR, "Internal error")
+                else:
+                    if not scope.cancel_called:  # a write finishes even then, unanswered
+                        self._reply(id_, result)
+        finally:
+            if self._running.get(id_) is scope:
+                del self._running[id_]
+            if not self._running:
+                self._none_running.set()
+
+    def _notified(self, method: str, params: Message) -> None:
+        if method == "notifications/cancelled":
+            id_ = params.get("requestId")
+            scope = self._running.pop(id_, None) if is_request_id(id_) else None
+            if scope is not None:
+                scope.cancel()  # the client no longer waits: no answer
+
+    def _reply(self, id_: RequestId, result: Message) -> None:
+        self._send(encode({"jsonrpc": "2.0", "id": id_, "result": result}))
+
+    def _error(self, id_: RequestId | None, code: int, message: str) -> None:
+        log.warning("answered a client message with error %d (%s)", code, message)
+        error = {"code": code, "message": message}
+        self._send(encode({"jsonrpc": "2.0", "id": id_, "error": error}))
+
+
+def is_request_id(value: object) -> TypeGuard[RequestId]:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def encode(message: Message) -> bytes:
+    """One line of compact JSON; text that UTF-8 cannot carry (a lone surrogate) is escaped."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":")).encode() + b"\n"
