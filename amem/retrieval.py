@@ -261,7 +261,9 @@ def lexical_matches(
             presence[rowid] += idf[term]
     whole = sum(idf.values())
     ranked = max(RANKED, q.limit)
-    best_present = sorted(presence, key=lambda rowid: (-presence[rowid], -rowid))[:ranked]
+    best_present = sorted(presence, reverse=True)  # newest first among equals (a stable sort)
+    best_present.sort(key=presence.__getitem__, reverse=True)
+    del best_present[ranked:]
     marks = ", ".join("?" * len(best_present))
     docs = [(row[0], row[1:]) for row in conn.execute(SELECT_DOCS.format(marks), best_present)]
     scored = bm25({rowid: doc[2].split()[1:] for rowid, doc in docs}, idf)
@@ -467,6 +469,9 @@ def score(components: ScoreComponents | dict[str, float]) -> float:
     while among equal matches the fresher, better-sourced one still comes first.
     """
     values = components if isinstance(components, dict) else components.model_dump()
-    evidence = sum(float(values[name]) * weight for name, weight in EVIDENCE_WEIGHTS.items())
-    shortfall = sum((1 - float(values[name])) * weight for name, weight in PRIOR_WEIGHTS.items())
+    evidence = shortfall = 0.0
+    for name, weight in EVIDENCE_WEIGHTS.items():  # plain loops: this runs per candidate
+        evidence += values[name] * weight
+    for name, weight in PRIOR_WEIGHTS.items():
+        shortfall += (1 - values[name]) * weight
     return evidence * (1 - shortfall)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, closing, contextmanager
 from datetime import datetime, timedelta, timezone
@@ -217,7 +219,7 @@ class Wire:
                 if stdout.buffer:  # an unterminated last line: flagged later
                     self.lines.append(bytes(stdout.buffer))
                 return
-            except anyio.EndOfStream:
+            except (anyio.EndOfStream, anyio.ClosedResourceError):  # ended, or closed by a test
                 return
             self.lines.append(raw)
             try:
@@ -1097,3 +1099,193 @@ def test_requests_from_a_file_are_answered_too(tmp_path: Path) -> None:
     is_error, text = tool_result(replies[3])
     assert not is_error
     assert [item["text"] for item in json.loads(text)["items"]] == ["我住在杭州"]
+
+
+# --- 9. the JSON-RPC session ------------------------------------------------------------------
+
+
+async def test_protocol_edges_are_answered_by_the_book(
+    anyio_backend: str, server_backend: str, tmp_path: Path
+) -> None:
+    """Requests before initialize, version negotiation, and every kind of bad message: each
+    request gets exactly one answer with the JSON-RPC error code for what was wrong, and the
+    server keeps serving."""
+    async with raw_server(tmp_path / "m.db", server_backend, tmp_path / "server.log") as wire:
+        early_id, early = wire.request("tools/list")  # before initialize: answered anyway
+        await wire.send(early)
+        assert len((await wire.response(early_id))["result"]["tools"]) == len(SPEC_ARGS)
+
+        old_id, old = wire.request("initialize", {
+            "protocolVersion": "2024-11-05", "capabilities": {},
+            "clientInfo": {"name": "old", "version": "0"},
+        })  # fmt: skip
+        future_id, future = wire.request("initialize", {
+            "protocolVersion": "2099-01-01", "capabilities": {},
+            "clientInfo": {"name": "future", "version": "0"},
+        })  # fmt: skip
+        await wire.send(old, future, INITIALIZED)
+        answer = (await wire.response(old_id))["result"]
+        assert answer["protocolVersion"] == "2024-11-05"  # a version both sides speak
+        assert answer["serverInfo"] == {"name": "amem", "version": amem.__version__}
+        assert answer["capabilities"]["tools"] == {"listChanged": False}
+        assert "memory_recall" in answer["instructions"]
+        latest = (await wire.response(future_id))["result"]["protocolVersion"]
+        assert latest == types.LATEST_PROTOCOL_VERSION
+
+        unknown_id, unknown = wire.request("resources/list")
+        params_id = wire.request("ping")[0]
+        no_name_id, no_name = wire.request("tools/call", {"arguments": {}})
+        bad_args_id, bad_args = wire.request("tools/call", {"name": "memory_status",
+                                                            "arguments": [MARKER]})  # fmt: skip
+        last_id, last = wire.request("ping")
+        await wire.send(
+            b"{not json " + MARKER.encode() + b"\n",
+            b"[1, 2]\n",  # a batch: not supported by MCP's 2025 revisions
+            b'{"jsonrpc": "2.0", "id": 999, "method": 42}\n',
+            b'{"jsonrpc": "1.0", "id": 998, "method": "ping"}\n',
+            line({"jsonrpc": "2.0", "id": params_id, "method": "ping", "params": [1]}),
+            line({"jsonrpc": "2.0", "id": 77, "result": {}}),  # a response: nothing to answer
+            line({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
+            unknown, no_name, bad_args, last,
+        )  # fmt: skip
+        await wire.response(last_id)
+        codes = {id_: wire.responses[id_]["error"]["code"]
+                 for id_ in (999, params_id, unknown_id, no_name_id, bad_args_id)}  # fmt: skip
+        assert codes == {
+            999: types.INVALID_REQUEST, params_id: types.INVALID_PARAMS,
+            unknown_id: types.METHOD_NOT_FOUND, no_name_id: types.INVALID_PARAMS,
+            bad_args_id: types.INVALID_PARAMS,
+        }  # fmt: skip
+        await wire.close_stdin()
+        assert await wire.exit_status() == 0
+    wire.assert_only_jsonrpc()
+    anonymous = [json.loads(raw) for raw in wire.lines if json.loads(raw).get("id") is None]
+    assert sorted(m["error"]["code"] for m in anonymous) == sorted(
+        [types.PARSE_ERROR, types.INVALID_REQUEST, types.INVALID_REQUEST]
+    )  # the bad line, the batch, and the wrong jsonrpc version (its id is not trusted)
+    assert 77 not in wire.responses
+    answered = [id_ for id_ in wire.order if id_ is not None]
+    assert len(answered) == len(set(answered))  # one answer per request
+    assert MARKER not in b"".join(wire.lines).decode()
+
+
+async def test_a_cancelled_request_gets_no_answer_and_its_write_still_commits(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    async with raw_server(db, other(anyio_backend), tmp_path / "server.log") as wire:
+        init_id, init = initialize(wire)
+        await wire.send(init, INITIALIZED)
+        await wire.response(init_id)
+        write_id, write = wire.call("event_submit", text="我养了一只猫 I have a cat",
+                                    role="user", event_id="cat")  # fmt: skip
+        read_id, read = wire.call("memory_recall", query="猫")
+        ping_id, ping = wire.request("ping")
+
+        def cancel(id_: int) -> bytes:
+            params = {"requestId": id_, "reason": "the user moved on"}
+            return line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+
+        # each request and its cancellation arrive together: cancelled before it runs
+        await wire.send(write, cancel(write_id), read, cancel(read_id), ping)
+        await wire.response(ping_id)
+        with anyio.fail_after(30):  # the write commits although nobody waits for it
+            while True:
+                check_id, check = wire.call("memory_read", id="cat")
+                await wire.send(check)
+                is_error, text = tool_result(await wire.response(check_id))
+                if not is_error:
+                    break
+                assert text.startswith("not_found:"), text
+                await anyio.sleep(0.05)
+        assert json.loads(text)["text"] == "我养了一只猫 I have a cat"
+        await wire.close_stdin()
+        assert await wire.exit_status() == 0
+    assert write_id not in wire.responses
+    assert read_id not in wire.responses
+
+
+def test_serve_on_a_terminal(tmp_path: Path) -> None:
+    """stdin and stdout on a terminal (a person trying amem by hand) are read and written
+    in a worker thread; Ctrl-D ends the session."""
+    import pty
+    import termios
+
+    controller, terminal = pty.openpty()
+    attrs = termios.tcgetattr(terminal)
+    attrs[1] &= ~termios.OPOST  # no "\r\n" for "\n" on output
+    attrs[3] &= ~termios.ECHO  # the requests are not echoed back
+    termios.tcsetattr(terminal, termios.TCSANOW, attrs)
+    hello = {
+        "protocolVersion": types.LATEST_PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "tty-test", "version": "0"},
+    }
+    submit = {"name": "event_submit", "arguments": {"text": "我住在杭州", "role": "user"}}
+    recall = {"name": "memory_recall", "arguments": {"query": "杭州"}}
+    with (tmp_path / "server.log").open("wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, *serve_args(tmp_path / "m.db", "asyncio")],
+            stdin=terminal, stdout=terminal, stderr=log,
+        )  # fmt: skip
+    os.close(terminal)
+    try:
+        os.write(controller, line({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                   "params": hello}) + INITIALIZED)  # fmt: skip
+        os.write(controller, line({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                   "params": submit}))  # fmt: skip
+        replies = read_replies(controller, {1, 2})
+        os.write(controller, line({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                   "params": recall}))  # fmt: skip
+        replies |= read_replies(controller, {3})
+        os.write(controller, b"\x04")  # Ctrl-D at the start of a line: end of input
+        assert server.wait(timeout=60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+        os.close(controller)
+    assert tool_result(replies[2])[0] is False
+    is_error, text = tool_result(replies[3])
+    assert not is_error
+    assert [item["text"] for item in json.loads(text)["items"]] == ["我住在杭州"]
+
+
+def read_replies(fd: int, ids: set[int]) -> dict[int, dict[str, Any]]:
+    """Answers read from ``fd`` until every one of ``ids`` came (a generous bound)."""
+    import select
+
+    replies: dict[int, dict[str, Any]] = {}
+    pending = b""
+    deadline = time.monotonic() + 60
+    while not ids <= replies.keys():
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no answer to {sorted(ids - replies.keys())}"
+        *lines, pending = (pending + os.read(fd, 1 << 16)).split(b"\n")
+        for raw in lines:
+            message = json.loads(raw)
+            replies[message["id"]] = message
+    return replies
+
+
+async def test_a_client_that_stops_reading_does_not_crash_the_server(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    """The host closes its end of stdout and then stdin: answers are dropped, writes that
+    were acknowledged or not stay whole, and the server exits cleanly."""
+    db = tmp_path / "m.db"
+    log = tmp_path / "server.log"
+    async with raw_server(db, other(anyio_backend), log) as wire:
+        init_id, init = initialize(wire)
+        await wire.send(init, INITIALIZED)
+        await wire.response(init_id)
+        assert wire.process.stdout is not None
+        await wire.process.stdout.aclose()  # nobody reads the answers any more
+        await wire.send(*(wire.call("event_submit", text=f"note {n}", role="user",
+                                    event_id=f"n-{n}")[1] for n in range(50)))  # fmt: skip
+        await wire.close_stdin()
+        assert await wire.exit_status() == 0
+    assert "Traceback" not in log.read_text()
+    assert integrity(db) == [("ok",)]
+    async with amem.open(db, settings=amem.Settings()) as mem:
+        status = await mem.scope(PERSONA, PROJECT).status()
+    assert sum(status.events.values()) == 50  # every request read was carried out
