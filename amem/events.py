@@ -11,7 +11,7 @@ from .inputs import from_db_time
 from .models import Event, EventReceipt, EventStatus
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NewEvent:
     """A validated event, ready to insert; times are already in their stored form."""
 

@@ -5,7 +5,7 @@ Every check raises ``InvalidInput`` naming the field, never echoing the value.
 
 from __future__ import annotations
 
-import unicodedata
+import re
 from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -22,6 +22,9 @@ MAX_NAME_CHARS = 100
 MAX_READ_CHARS = MAX_EVENT_CHARS
 
 S = TypeVar("S", bound=str)
+
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""Unicode's control characters (category Cc): C0, DEL and C1."""
 
 
 def require_text(value: object, field: str, *, max_chars: int) -> str:
@@ -44,7 +47,7 @@ def require_text(value: object, field: str, *, max_chars: int) -> str:
 def require_name(value: object, field: str, *, max_chars: int = MAX_ID_CHARS) -> str:
     """An identifier: non-empty, short, printable (no control characters)."""
     text = require_text(value, field, max_chars=max_chars)
-    if text != text.strip() or any(unicodedata.category(ch) == "Cc" for ch in text):
+    if text != text.strip() or CONTROL.search(text):
         raise InvalidInput(f"{field} must not contain control characters or edge whitespace")
     return text
 

@@ -41,6 +41,8 @@ log = logging.getLogger("amem")
 
 DRAIN_SECONDS = 60.0
 """How long end of input waits for the answers to requests still running."""
+MAX_RUNNING = 256
+"""Tool calls run at once; past it, stdin is read only as calls finish."""
 
 RequestId = int | str
 Message = dict[str, Any]
@@ -62,7 +64,7 @@ async def serve(server: ServerInfo, stdin_fd: int, wire_fd: int) -> None:
     """Answer MCP requests read from ``stdin_fd`` on ``wire_fd`` until end of input."""
     async with stdio.outbox(wire_fd) as out, anyio.create_task_group() as tg:
         session = Session(server, out.send, tg)
-        await stdio.read_lines(stdin_fd, session.receive)
+        await stdio.read_lines(stdin_fd, session.receive, session.room)
         with anyio.move_on_after(DRAIN_SECONDS):
             await session.drained()
         tg.cancel_scope.cancel()
@@ -76,10 +78,14 @@ class Session:
         self._send = send
         self._tg = tg
         self._running: dict[RequestId, anyio.CancelScope] = {}
-        self._none_running = anyio.Event()
+        self._call_ended = anyio.Event()
 
-    def receive(self, line: bytes) -> None:
-        """Handle one line from the client: answer it now, or start the tool call."""
+    def receive(self, line: bytes | None) -> None:
+        """Handle one line from the client (None: one too long to read): answer it now, or
+        start the tool call."""
+        if line is None:
+            self._error(None, INVALID_REQUEST, "Invalid Request: the message is too large")
+            return
         try:
             message = json.loads(line)
         except ValueError:  # includes bytes that are not UTF-8
@@ -103,11 +109,19 @@ class Session:
         else:
             self._request(id_, method, params)
 
+    async def room(self) -> None:
+        """Return once fewer than ``MAX_RUNNING`` tool calls run."""
+        await self._wait_for(lambda: len(self._running) < MAX_RUNNING)
+
     async def drained(self) -> None:
         """Return once no tool call is running."""
-        if self._running:
-            self._none_running = anyio.Event()
-            await self._none_running.wait()
+        await self._wait_for(lambda: not self._running)
+
+    async def _wait_for(self, done: Callable[[], bool]) -> None:
+        while not done():
+            if self._call_ended.is_set():
+                self._call_ended = anyio.Event()
+            await self._call_ended.wait()
 
     def _request(self, id_: RequestId, method: str, params: Message) -> None:
         if method == "tools/call":
@@ -158,8 +172,7 @@ class Session:
         finally:
             if self._running.get(id_) is scope:
                 del self._running[id_]
-            if not self._running:
-                self._none_running.set()
+            self._call_ended.set()
 
     def _notified(self, method: str, params: Message) -> None:
         if method == "notifications/cancelled":
@@ -167,6 +180,7 @@ class Session:
             scope = self._running.pop(id_, None) if is_request_id(id_) else None
             if scope is not None:
                 scope.cancel()  # the client no longer waits: no answer
+                self._call_ended.set()
 
     def _reply(self, id_: RequestId, result: Message) -> None:
         self._send(encode({"jsonrpc": "2.0", "id": id_, "result": result}))

@@ -651,7 +651,7 @@ class Scope:
         indexed = [n for n, event in enumerate(made) if event.category == "conversation"]
         segmented = await segment_off_loop([made[n].text for n in indexed])
         for n, tokens in zip(indexed, segmented, strict=True):
-            made[n] = replace(made[n], segmented=tokens)  # the raw-fallback index
+            made[n].segmented = tokens  # the raw-fallback index
         return made
 
     def _new_event(self, item: Mapping[str, Any], where: str, now: datetime) -> events.NewEvent:

@@ -9,17 +9,22 @@ a worker thread, which works everywhere.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import anyio.lowlevel
 
 READ_BYTES = 1 << 16
+MAX_LINE_BYTES = 64 << 20
+"""Longest message read (the largest event, 100,000 characters, is under 1 MiB of JSON)."""
 
 POLLED, FILE, OTHER = "polled", "file", "other"
+READER_GONE = {errno.EPIPE, errno.ECONNRESET, errno.EIO}
+"""Write errors that mean nobody reads the wire any more (EIO: a terminal hung up)."""
 
 
 def fd_kind(fd: int) -> str:
@@ -30,22 +35,40 @@ def fd_kind(fd: int) -> str:
     return FILE if stat.S_ISREG(mode) else OTHER
 
 
-async def read_lines(fd: int, on_line: Callable[[bytes], None]) -> None:
+async def read_lines(
+    fd: int, on_line: Callable[[bytes | None], None], room: Callable[[], Awaitable[None]]
+) -> None:
     """Hand each non-blank line of ``fd`` to ``on_line`` until end of file (a last line
-    without its newline still counts)."""
+    without its newline still counts). A line longer than ``MAX_LINE_BYTES`` is dropped and
+    reported as ``None``. Each read first awaits ``room()``, so a client that sends faster
+    than its requests finish is slowed down instead of filling memory."""
     kind = fd_kind(fd)
     with nonblocking(fd, kind):
-        pending = b""
+        partial = bytearray()  # the start of a line whose newline has not come yet
+        skipping = False  # that line passed MAX_LINE_BYTES: reported, dropped to its end
         while True:
+            await room()
             chunk = await read_chunk(fd, kind)
             if chunk is None:
                 continue
-            *lines, pending = (pending + chunk).split(b"\n")
-            if not chunk:
-                lines, pending = [pending], b""
-            for line in lines:
-                if line.strip():
+            *lines, rest = (chunk or b"\n").split(b"\n")  # end of file ends the last line
+            for n, line in enumerate(lines):
+                if n == 0:
+                    line, was_skipping = bytes(partial) + line, skipping
+                    partial.clear()
+                    skipping = False
+                    if was_skipping:
+                        continue
+                if len(line) > MAX_LINE_BYTES:
+                    on_line(None)
+                elif line.strip():
                     on_line(line)
+            if not skipping:
+                partial += rest
+                if len(partial) > MAX_LINE_BYTES:
+                    partial.clear()
+                    skipping = True
+                    on_line(None)
             if not chunk:
                 return
 
@@ -53,7 +76,12 @@ async def read_lines(fd: int, on_line: Callable[[bytes], None]) -> None:
 async def read_chunk(fd: int, kind: str) -> bytes | None:
     """Up to ``READ_BYTES`` (``b""`` at end of file), or None when a poll woke for nothing."""
     if kind == OTHER:
-        return await anyio.to_thread.run_sync(os.read, fd, READ_BYTES, abandon_on_cancel=True)
+        try:
+            return await anyio.to_thread.run_sync(os.read, fd, READ_BYTES, abandon_on_cancel=True)
+        except OSError as exc:
+            if exc.errno == errno.EIO:  # the terminal hung up: that is the end of input
+                return b""
+            raise
     if kind == POLLED:
         await anyio.wait_readable(fd)
     else:
@@ -67,8 +95,8 @@ async def read_chunk(fd: int, kind: str) -> bytes | None:
 class Outbox:
     """Messages waiting for the wire. One task writes them, all that are queued at once.
 
-    A reader that went away (a broken pipe) ends the writing; what is sent after that is
-    dropped, as there is no one left to read it.
+    A reader that went away (a broken pipe, a hung-up terminal) ends the writing; what is
+    sent after that is dropped, as there is no one left to read it.
     """
 
     def __init__(self, fd: int) -> None:
@@ -95,7 +123,9 @@ class Outbox:
             data, self._queued = b"".join(self._queued), []
             try:
                 await write_all(self._fd, self._kind, data)
-            except (BrokenPipeError, ConnectionResetError):
+            except OSError as exc:
+                if exc.errno not in READER_GONE:
+                    raise
                 self._broken = True
                 self._queued.clear()
                 return

@@ -1205,17 +1205,25 @@ async def test_a_cancelled_request_gets_no_answer_and_its_write_still_commits(
     assert read_id not in wire.responses
 
 
-def test_serve_on_a_terminal(tmp_path: Path) -> None:
-    """stdin and stdout on a terminal (a person trying amem by hand) are read and written
-    in a worker thread; Ctrl-D ends the session."""
+def open_terminal() -> tuple[int, int]:
+    """(controller, terminal) of a new pseudo-terminal that neither echoes input nor
+    turns "\n" into "\r\n" on output."""
     import pty
     import termios
 
     controller, terminal = pty.openpty()
     attrs = termios.tcgetattr(terminal)
-    attrs[1] &= ~termios.OPOST  # no "\r\n" for "\n" on output
-    attrs[3] &= ~termios.ECHO  # the requests are not echoed back
+    attrs[1] &= ~termios.OPOST
+    attrs[3] &= ~termios.ECHO
     termios.tcsetattr(terminal, termios.TCSANOW, attrs)
+    return controller, terminal
+
+
+@pytest.mark.parametrize("ending", ["ctrl-d", "hang-up"])
+def test_serve_on_a_terminal(tmp_path: Path, ending: str) -> None:
+    """stdin and stdout on a terminal (a person trying amem by hand) are read and written
+    in a worker thread; Ctrl-D, or closing the terminal, ends the session."""
+    controller, terminal = open_terminal()
     hello = {
         "protocolVersion": types.LATEST_PROTOCOL_VERSION,
         "capabilities": {},
@@ -1238,12 +1246,17 @@ def test_serve_on_a_terminal(tmp_path: Path) -> None:
         os.write(controller, line({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                                    "params": recall}))  # fmt: skip
         replies |= read_replies(controller, {3})
-        os.write(controller, b"\x04")  # Ctrl-D at the start of a line: end of input
+        if ending == "ctrl-d":
+            os.write(controller, b"\x04")  # at the start of a line: end of input
+        else:
+            os.close(controller)
         assert server.wait(timeout=60) == 0
     finally:
         if server.poll() is None:
             server.kill()
-        os.close(controller)
+        if ending == "ctrl-d":
+            os.close(controller)
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
     assert tool_result(replies[2])[0] is False
     is_error, text = tool_result(replies[3])
     assert not is_error
@@ -1289,3 +1302,42 @@ async def test_a_client_that_stops_reading_does_not_crash_the_server(
     async with amem.open(db, settings=amem.Settings()) as mem:
         status = await mem.scope(PERSONA, PROJECT).status()
     assert sum(status.events.values()) == 50  # every request read was carried out
+
+
+async def test_a_message_too_large_is_refused_and_the_server_goes_on(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    from amem.stdio import MAX_LINE_BYTES
+
+    async with raw_server(tmp_path / "m.db", other(anyio_backend), tmp_path / "s.log") as wire:
+        huge = b'{"jsonrpc": "2.0", "id": 4242, "method": "ping", "params": {"x": "'
+        huge += b"y" * MAX_LINE_BYTES + b'"}}\n'
+        ping_id, ping = wire.request("ping")
+        await wire.send(huge, ping)
+        await wire.response(ping_id)
+        await wire.close_stdin()
+        assert await wire.exit_status() == 0
+    assert 4242 not in wire.responses  # its id was never read
+    [refusal] = [json.loads(raw) for raw in wire.lines if json.loads(raw)["id"] is None]
+    assert refusal["error"]["code"] == types.INVALID_REQUEST
+
+
+async def test_thousands_of_pipelined_requests_are_all_answered(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    """More requests at once than the server runs at once: it reads on as calls finish."""
+    db = tmp_path / "m.db"
+    async with raw_server(db, other(anyio_backend), tmp_path / "server.log") as wire:
+        init_id, init = initialize(wire)
+        await wire.send(init, INITIALIZED)
+        await wire.response(init_id)
+        calls = [wire.call("event_submit", text=f"第{n}条 note {n}", role="user",
+                           event_id=f"p-{n}") for n in range(2000)]  # fmt: skip
+        await wire.send(*(request for _, request in calls))
+        for id_, _ in calls:
+            assert tool_result(await wire.response(id_))[0] is False
+        await wire.close_stdin()
+        assert await wire.exit_status() == 0
+    async with amem.open(db, settings=amem.Settings()) as mem:
+        status = await mem.scope(PERSONA, PROJECT).status()
+    assert sum(status.events.values()) == 2000
