@@ -260,6 +260,13 @@ def initialize(wire: Wire) -> tuple[int, bytes]:
 INITIALIZED = line({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
+async def handshake(wire: Wire) -> None:
+    """initialize, answered, then the initialized notification."""
+    init_id, init = initialize(wire)
+    await wire.send(init, INITIALIZED)
+    await wire.response(init_id)
+
+
 def tool_result(response: dict[str, Any]) -> tuple[bool, str]:
     """``(is_error, text)`` of a tools/call response."""
     assert "result" in response, response
@@ -919,9 +926,7 @@ async def test_stdin_eof_mid_burst_exits_cleanly(
 ) -> None:
     db = tmp_path / "m.db"
     async with raw_server(db, server_backend, tmp_path / "server.log") as wire:
-        init_id, init = initialize(wire)
-        await wire.send(init, INITIALIZED)
-        await wire.response(init_id)
+        await handshake(wire)
         requests = {wire.call("event_submit", text=burst_text(n), role="user",
                               event_id=f"burst-{n:03d}", session="burst"): n
                     for n in range(BURST)}  # fmt: skip
@@ -1064,30 +1069,15 @@ async def test_a_missing_persona_version_is_not_found(anyio_backend: str, tmp_pa
 def test_requests_from_a_file_are_answered_too(tmp_path: Path) -> None:
     """Requests in a file (stdin and stdout regular files, not pipes) are all answered,
     those still running at end of input included."""
-    hello = {
-        "protocolVersion": types.LATEST_PROTOCOL_VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "file-test", "version": "0"},
-    }
-    submit = {"name": "event_submit", "arguments": {"text": "我住在杭州", "role": "user"}}
-    recall = {"name": "memory_recall", "arguments": {"query": "杭州"}}
     requests = tmp_path / "requests.jsonl"
-    requests.write_bytes(
-        line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
-        + INITIALIZED
-        + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": submit})
-    )
+    requests.write_bytes(HELLO + SUBMIT_HANGZHOU)
     answers = tmp_path / "answers.jsonl"
     with requests.open("rb") as stdin, answers.open("wb") as stdout:
         subprocess.run(
             [sys.executable, *serve_args(tmp_path / "m.db", "asyncio")],
             stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, timeout=60, check=True,
         )  # fmt: skip
-    requests.write_bytes(
-        line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
-        + INITIALIZED
-        + line({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": recall})
-    )
+    requests.write_bytes(HELLO + RECALL_HANGZHOU)
     with requests.open("rb") as stdin, answers.open("ab") as stdout:
         subprocess.run(
             [sys.executable, *serve_args(tmp_path / "m.db", "asyncio")],
@@ -1095,6 +1085,23 @@ def test_requests_from_a_file_are_answered_too(tmp_path: Path) -> None:
         )  # fmt: skip
     replies = {m["id"]: m for m in map(json.loads, answers.read_text().splitlines())}
     assert sorted(replies) == [1, 2, 3]
+    assert_hangzhou_stored_and_found(replies)
+
+
+HELLO = line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": types.LATEST_PROTOCOL_VERSION, "capabilities": {},
+    "clientInfo": {"name": "line-test", "version": "0"},
+}}) + INITIALIZED  # fmt: skip
+SUBMIT_HANGZHOU = line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+    "name": "event_submit", "arguments": {"text": "我住在杭州", "role": "user"},
+}})  # fmt: skip
+RECALL_HANGZHOU = line({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+    "name": "memory_recall", "arguments": {"query": "杭州"},
+}})  # fmt: skip
+
+
+def assert_hangzhou_stored_and_found(replies: dict[Any, dict[str, Any]]) -> None:
+    """Answers 2 and 3 to ``SUBMIT_HANGZHOU`` and ``RECALL_HANGZHOU``: stored, then found."""
     assert tool_result(replies[2])[0] is False
     is_error, text = tool_result(replies[3])
     assert not is_error
@@ -1174,9 +1181,7 @@ async def test_a_cancelled_request_gets_no_answer_and_its_write_still_commits(
 ) -> None:
     db = tmp_path / "m.db"
     async with raw_server(db, other(anyio_backend), tmp_path / "server.log") as wire:
-        init_id, init = initialize(wire)
-        await wire.send(init, INITIALIZED)
-        await wire.response(init_id)
+        await handshake(wire)
         write_id, write = wire.call("event_submit", text="我养了一只猫 I have a cat",
                                     role="user", event_id="cat")  # fmt: skip
         read_id, read = wire.call("memory_recall", query="猫")
@@ -1224,13 +1229,6 @@ def test_serve_on_a_terminal(tmp_path: Path, ending: str) -> None:
     """stdin and stdout on a terminal (a person trying amem by hand) are read and written
     in a worker thread; Ctrl-D, or closing the terminal, ends the session."""
     controller, terminal = open_terminal()
-    hello = {
-        "protocolVersion": types.LATEST_PROTOCOL_VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "tty-test", "version": "0"},
-    }
-    submit = {"name": "event_submit", "arguments": {"text": "我住在杭州", "role": "user"}}
-    recall = {"name": "memory_recall", "arguments": {"query": "杭州"}}
     with (tmp_path / "server.log").open("wb") as log:
         server = subprocess.Popen(
             [sys.executable, *serve_args(tmp_path / "m.db", "asyncio")],
@@ -1238,13 +1236,9 @@ def test_serve_on_a_terminal(tmp_path: Path, ending: str) -> None:
         )  # fmt: skip
     os.close(terminal)
     try:
-        os.write(controller, line({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                   "params": hello}) + INITIALIZED)  # fmt: skip
-        os.write(controller, line({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                                   "params": submit}))  # fmt: skip
+        os.write(controller, HELLO + SUBMIT_HANGZHOU)
         replies = read_replies(controller, {1, 2})
-        os.write(controller, line({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                                   "params": recall}))  # fmt: skip
+        os.write(controller, RECALL_HANGZHOU)
         replies |= read_replies(controller, {3})
         if ending == "ctrl-d":
             os.write(controller, b"\x04")  # at the start of a line: end of input
@@ -1257,10 +1251,7 @@ def test_serve_on_a_terminal(tmp_path: Path, ending: str) -> None:
         if ending == "ctrl-d":
             os.close(controller)
     assert "Traceback" not in (tmp_path / "server.log").read_text()
-    assert tool_result(replies[2])[0] is False
-    is_error, text = tool_result(replies[3])
-    assert not is_error
-    assert [item["text"] for item in json.loads(text)["items"]] == ["我住在杭州"]
+    assert_hangzhou_stored_and_found(replies)
 
 
 def read_replies(fd: int, ids: set[int]) -> dict[int, dict[str, Any]]:
@@ -1288,9 +1279,7 @@ async def test_a_client_that_stops_reading_does_not_crash_the_server(
     db = tmp_path / "m.db"
     log = tmp_path / "server.log"
     async with raw_server(db, other(anyio_backend), log) as wire:
-        init_id, init = initialize(wire)
-        await wire.send(init, INITIALIZED)
-        await wire.response(init_id)
+        await handshake(wire)
         assert wire.process.stdout is not None
         await wire.process.stdout.aclose()  # nobody reads the answers any more
         await wire.send(*(wire.call("event_submit", text=f"note {n}", role="user",
@@ -1328,9 +1317,7 @@ async def test_thousands_of_pipelined_requests_are_all_answered(
     """More requests at once than the server runs at once: it reads on as calls finish."""
     db = tmp_path / "m.db"
     async with raw_server(db, other(anyio_backend), tmp_path / "server.log") as wire:
-        init_id, init = initialize(wire)
-        await wire.send(init, INITIALIZED)
-        await wire.response(init_id)
+        await handshake(wire)
         calls = [wire.call("event_submit", text=f"第{n}条 note {n}", role="user",
                            event_id=f"p-{n}") for n in range(2000)]  # fmt: skip
         await wire.send(*(request for _, request in calls))
