@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     default_project: str = "default"
     readers: int = Field(default=2, ge=1, le=32)
     """Read-only connections in the reader pool."""
+    wal_limit_mb: int = Field(default=64, ge=1, le=1_000_000)
+    """WAL size past which the writer truncates the WAL between batches (readers that never
+    pause keep SQLite's own checkpoints from restarting it)."""
 
     extract_base_url: str | None = None
     """OpenAI-compatible API root for extraction, e.g. ``http://127.0.0.1:11434/v1``."""

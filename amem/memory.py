@@ -121,7 +121,7 @@ async def open(
     settings = settings or Settings()
     error: BaseException | None = None
     async with (
-        Database.open(path, readers=settings.readers) as db,
+        Database.open(path, readers=settings.readers, wal_limit=settings.wal_limit_mb << 20) as db,
         model_client(settings, http_client) as client,
         anyio.create_task_group() as tg,
     ):

@@ -210,3 +210,36 @@ async def test_an_exception_in_the_block_propagates_unwrapped(db_path: Path) -> 
             raise KeyError("user error")
     async with amem.open(db_path) as mem:
         assert (await mem.scope().read("m-1")).text == "kept"
+
+
+async def test_the_wal_is_truncated_while_readers_never_pause(db_path: Path) -> None:
+    """Recalls back to back keep SQLite from ever restarting the WAL on its own, so every
+    commit would make it longer; past ``wal_limit_mb`` the writer truncates it anyway."""
+    wal = Path(f"{db_path}-wal")
+    sizes = [0]
+    async with amem.open(db_path, settings=amem.Settings(wal_limit_mb=1)) as mem:
+        scope = mem.scope()
+        stop = anyio.Event()
+
+        async def recall_until_stopped() -> None:
+            while not stop.is_set():
+                await scope.recall("记忆 memory", limit=5)
+
+        async def submit(n: int) -> None:
+            await scope.submit_event(f"第{n}条 记忆 memory " + "内容 content " * 100, role="user")
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):  # more than the two readers: one is always reading
+                tg.start_soon(recall_until_stopped)
+            with anyio.fail_after(120):  # a bound, not a timing assertion
+                for batch in range(10_000):
+                    async with anyio.create_task_group() as writers:
+                        for n in range(10):
+                            writers.start_soon(submit, batch * 10 + n)
+                    sizes.append(wal.stat().st_size if wal.exists() else 0)
+                    if sizes[-1] < sizes[-2]:  # the WAL was truncated under the load
+                        break
+            stop.set()
+        assert sizes[-1] < sizes[-2]
+        assert max(sizes) > 1 << 20  # it had passed its limit
+        assert (await scope.status()).events["stored"] == len(sizes[1:]) * 10

@@ -36,7 +36,7 @@ class Database:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, path: str | os.PathLike[str], *, readers: int = 2
+        cls, path: str | os.PathLike[str], *, readers: int = 2, wal_limit: int = 64 << 20
     ) -> AsyncIterator[Database]:
         """Migrate ``path`` (creating it if needed) and open its connections.
 
@@ -51,7 +51,8 @@ class Database:
             await _with_busy_retry(write_conn, migrate)
             for _ in range(readers):  # appended one by one, so a cancelled open closes each
                 opened.append(await _connect(path, readonly=True))
-            yield cls(path, Writer(write_conn), opened[1:])
+            writer = Writer(write_conn, wal=Path(f"{path}-wal"), wal_limit=wal_limit)
+            yield cls(path, writer, opened[1:])
         finally:
             with anyio.CancelScope(shield=True):
                 for conn in reversed(opened):  # the writer closes last and checkpoints

@@ -17,6 +17,7 @@ ever split and no queued request is dropped.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections import deque
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -31,13 +33,17 @@ import anyio.abc
 import anyio.lowlevel
 
 from ..errors import AmemError, Closed, StorageError
-from .drivers import Connection
+from .drivers import BUSY_TIMEOUT_MS, Connection
+
+log = logging.getLogger("amem")
 
 T = TypeVar("T")
 Job = Callable[[sqlite3.Connection], Any]
 Outcome = tuple[bool, Any]
 
 MAX_BATCH = 512
+WAL_CHECK_SECONDS = 1.0
+WAL_WAIT_MS = 250
 BEGIN_ATTEMPTS = 4
 """Tries at BEGIN IMMEDIATE; each already waits up to the busy timeout for the lock."""
 
@@ -55,8 +61,11 @@ class Request:
 class Writer:
     """Serialises every write of one ``Memory`` through one connection."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, *, wal: Path | None = None, wal_limit: int = 0) -> None:
         self._conn = conn
+        self._wal = wal
+        self._wal_limit = wal_limit
+        self._wal_checked = 0.0
         self._inbox: deque[Request] = deque()
         self._wakeup = anyio.Event()
         self._closing = False
@@ -97,6 +106,7 @@ class Writer:
                     batch = self._take_batch()
                     if batch:
                         await self._commit(batch)
+                        await self._bound_wal()
                     elif self._closing:
                         return
                     else:
@@ -122,6 +132,29 @@ class Writer:
         holding an old snapshot can keep some pages in the WAL until the next checkpoint.
         """
         await self._conn.run(wal_checkpoint)
+
+    async def _bound_wal(self) -> None:
+        """Truncate the WAL once it passes its limit (checked at most once a second).
+
+        SQLite restarts the WAL from its start only at a moment no reader uses it; readers
+        that never pause (a busy server) keep that moment from coming, and the WAL grows
+        by every commit. A truncating checkpoint waits for the readers of the moment to
+        finish (new ones read the database file), for at most ``WAL_WAIT_MS``; if one is
+        still reading, the next check tries again.
+        """
+        now = time.monotonic()
+        if self._wal is None or now - self._wal_checked < WAL_CHECK_SECONDS:
+            return
+        self._wal_checked = now
+        try:
+            size = self._wal.stat().st_size
+        except OSError:
+            return
+        if size > self._wal_limit:
+            try:
+                await self._conn.run(partial(wal_checkpoint, wait_ms=WAL_WAIT_MS))
+            except sqlite3.Error as exc:  # the writes are committed; the next check retries
+                log.warning("the WAL could not be truncated (%s)", type(exc).__name__)
 
     def _take_batch(self) -> list[Request]:
         batch: list[Request] = []
@@ -177,9 +210,15 @@ def commit_batch(conn: sqlite3.Connection, fns: Sequence[Job]) -> list[Outcome]:
         return [outcomes[index] for index in range(len(fns))]
 
 
-def wal_checkpoint(conn: sqlite3.Connection) -> None:
-    # fetch the result row: an unfinished statement would block the next COMMIT
-    conn.execute("pragma wal_checkpoint(truncate)").fetchall()
+def wal_checkpoint(conn: sqlite3.Connection, *, wait_ms: int = BUSY_TIMEOUT_MS) -> None:
+    """Checkpoint and truncate the WAL, waiting at most ``wait_ms`` for readers (best
+    effort: readers still on the WAL then keep it)."""
+    conn.execute(f"pragma busy_timeout = {wait_ms}")
+    try:
+        # fetch the result row: an unfinished statement would block the next COMMIT
+        conn.execute("pragma wal_checkpoint(truncate)").fetchall()
+    finally:
+        conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
 class TransactionLost(Exception):
