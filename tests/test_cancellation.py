@@ -21,6 +21,7 @@ import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
 
 import amem
+from amem.db.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -216,7 +217,7 @@ async def test_cancelling_the_open_block_keeps_acknowledged_writes(
 
     user_version, integrity, torn = await anyio.to_thread.run_sync(inspect_file, db_path)
     assert integrity == [("ok",)]
-    assert user_version == 3
+    assert user_version == SCHEMA_VERSION
     assert torn == []
 
 
@@ -259,7 +260,7 @@ async def test_cancelled_open_leaves_a_usable_file_and_nothing_running(
             assert await stored_seq(scope, f"first-{number}") == receipt.seq
         user_version, integrity, torn = await anyio.to_thread.run_sync(inspect_file, db_path)
         assert integrity == [("ok",)]
-        assert user_version == 3
+        assert user_version == SCHEMA_VERSION
         assert torn == []
 
 

@@ -20,6 +20,7 @@ import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
 
 import amem
+from amem.db.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -93,7 +94,7 @@ async def test_acknowledged_events_survive_sigkill(anyio_backend: str, tmp_path:
     # Then, with amem closed, plain sqlite3 looks at every row and at the file itself.
     report = await anyio.to_thread.run_sync(inspect_file, db_path)
     assert report.integrity == [("ok",)]
-    assert report.user_version == 3
+    assert report.user_version == SCHEMA_VERSION
     assert report.torn_rows == [], "rows whose content is not what any child wrote"
     missing = [event_id for event_id in acked if event_id not in report.ids_to_seq]
     assert missing == [], f"{len(missing)} acknowledged events are gone"

@@ -32,6 +32,7 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import get_default_environment, stdio_client
 
 import amem
+from amem.db.schema import SCHEMA_VERSION
 from amem.mcp_server import MAX_RESULT_CHARS
 
 pytestmark = pytest.mark.anyio
@@ -572,7 +573,7 @@ async def test_every_tool_in_a_bilingual_flow(
         status = await ok(s, "memory_status")
         assert (status["persona"], status["project"]) == (PERSONA, PROJECT)
         assert (status["default_persona"], status["default_project"]) == (PERSONA, PROJECT)
-        assert status["schema_version"] == 3
+        assert status["schema_version"] == SCHEMA_VERSION
         assert status["extraction"] is False
         assert sum(status["events"].values()) == 4  # as-1, ref-1, long-1 and the tool output
         assert status["memories"] == 1  # the assistant's agreement

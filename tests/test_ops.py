@@ -23,7 +23,7 @@ import anyio
 import pytest
 
 import amem
-from amem.db.schema import V1, V2
+from amem.db.schema import SCHEMA_VERSION, V1, V2
 
 pytestmark = pytest.mark.anyio
 
@@ -142,7 +142,7 @@ async def test_export_then_import_reproduces_the_same_archive(tmp_path: Path) ->
     header_a, rows_a = archive_lines(tmp_path / "a.jsonl")
     header_b, rows_b = archive_lines(tmp_path / "b.jsonl")
     assert header_a == header_b == {"format": "amem-archive", "format_version": 1,
-                                    "schema_version": 3}  # fmt: skip
+                                    "schema_version": SCHEMA_VERSION}  # fmt: skip
     assert rows_a == rows_b
     assert rows_a[-1] == json.dumps({"end": True, "rows": 16}, separators=(",", ":"))
 
@@ -245,7 +245,7 @@ BAD_ARCHIVES: dict[str, tuple[Spoil, str]] = {
         "format version is newer",
     ),
     "future schema version": (
-        changed(lambda lines: lines[0].update(schema_version=4)),
+        changed(lambda lines: lines[0].update(schema_version=SCHEMA_VERSION + 1)),
         "schema version is newer",
     ),
     "not an archive": (changed(lambda lines: lines[0].update(format="x")), "not an amem archive"),
@@ -334,7 +334,7 @@ async def test_archives_of_older_schema_versions_import(tmp_path: Path, version:
         s = mem.scope(persona=PERSONA, project=PROJECT)
         report = await mem.doctor()
         assert all(c.ok for c in report.checks if c.name.startswith("search")), report.checks
-        assert report.schema_version == 3
+        assert report.schema_version == SCHEMA_VERSION
         if version == 1:
             hits = await s.recall("杭州")
             assert hits.items[0].text == "用户住在杭州"
@@ -346,7 +346,7 @@ async def test_archives_of_older_schema_versions_import(tmp_path: Path, version:
             assert (await mem.persona(PERSONA)).version == 2
         await mem.export(tmp_path / "again.jsonl")
     header, rows = archive_lines(tmp_path / "again.jsonl")
-    assert header["schema_version"] == 3
+    assert header["schema_version"] == SCHEMA_VERSION
     memories = {row["id"]: row for table, row in map(table_row, rows) if table == "memories"}
     if version == 1:  # old fading memories get the cue keys schema 2 introduced
         assert memories["v1-m2"]["cue_key"] == "周末 西湖 划船"
@@ -559,7 +559,7 @@ async def test_doctor_finds_a_healthy_database_healthy(tmp_path: Path) -> None:
         await populate(mem)
         report = await mem.doctor()
     assert report.ok
-    assert report.schema_version == 3
+    assert report.schema_version == SCHEMA_VERSION
     assert all(check.ok for check in report.checks), report.checks
     assert report.counts["events"] == 6
     assert report.counts["memories"] == 4

@@ -14,6 +14,7 @@ import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
 
 import amem
+from amem.db.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -66,7 +67,7 @@ async def test_processes_share_one_new_file(anyio_backend: str, tmp_path: Path) 
 
     rows, user_version, integrity = await anyio.to_thread.run_sync(inspect_file, db_path)
     assert integrity == [("ok",)]
-    assert user_version == 3
+    assert user_version == SCHEMA_VERSION
     assert rows == {event_id: (seq, common.payload(event_id)) for event_id, seq in acked.items()}
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
 import amem
-from amem.db.schema import MIGRATIONS, SCHEMA_VERSION
+from amem.db.schema import FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -46,7 +47,7 @@ def make_old_database(path: Path, version: int) -> None:
 async def test_a_new_file_is_at_the_current_version_in_wal_mode(db_path: Path) -> None:
     async with amem.open(db_path):
         assert sqlite_value(db_path, "pragma journal_mode") == "wal"
-    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION == 3
+    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION == 4
     tables = {
         "events", "personas", "memories", "relations", "checkpoints", "embeddings",
         "search_docs", "search_fts", "capture_cursors",
@@ -61,14 +62,14 @@ async def test_new_file_is_private_to_its_owner(db_path: Path) -> None:
     assert db_path.stat().st_mode & 0o077 == 0
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 async def test_older_versions_migrate_and_keep_their_data(db_path: Path, version: int) -> None:
     make_old_database(db_path, version)
     async with amem.open(db_path) as mem:
         page = await mem.scope("p", "q").read("old-1")
         await mem.scope("p", "q").submit_event("新的", role="user")
     assert page.text == "旧的事件"
-    assert sqlite_value(db_path, "pragma user_version") == 3
+    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION
     assert sqlite_value(db_path, "select count(*) from events") == 2
 
 
@@ -83,9 +84,9 @@ async def assert_refused_untouched(path: Path, code: str) -> None:
 
 
 async def test_a_newer_version_is_refused_and_the_file_left_byte_identical(db_path: Path) -> None:
-    make_old_database(db_path, 3)
+    make_old_database(db_path, SCHEMA_VERSION)
     conn = sqlite3.connect(db_path)
-    conn.execute("pragma user_version = 4")
+    conn.execute(f"pragma user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     await assert_refused_untouched(db_path, "schema_too_new")
     assert sqlite_value(db_path, "pragma journal_mode") == "delete"
@@ -116,7 +117,7 @@ async def test_concurrent_first_start_in_one_process_migrates_once(db_path: Path
         for n in range(4):
             tg.start_soon(start_and_write, n)
     assert len(receipts) == 4
-    assert sqlite_value(db_path, "pragma user_version") == 3
+    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION
     assert sqlite_value(db_path, "select count(*) from events") == 4
 
 
@@ -125,3 +126,40 @@ async def test_missing_parent_directories_are_created(tmp_path: Path) -> None:
     async with amem.open(path) as mem:
         assert mem.path == str(path)
     assert path.exists()
+
+
+async def test_v3_index_is_rebuilt_so_every_letter_is_found(db_path: Path) -> None:
+    """Text indexed before v4 (whose tokenizer split New Tai Lue vowel letters away) is
+    found by those letters after the upgrade, without being submitted again."""
+    async with amem.open(db_path) as mem:
+        await mem.scope("p", "q").submit_event("memo: ᦰᦱ and 杭州", role="user", event_id="e1")
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("drop table search_fts")  # the index as schema v3 built it
+    for statement in (V3_FTS, "insert into search_fts (search_fts) values ('rebuild')"):
+        conn.execute(statement)
+    conn.execute("pragma user_version = 3")
+    conn.close()
+    async with amem.open(db_path) as mem:
+        assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION
+        for query in ("ᦰᦱ", "杭州"):
+            hits = await mem.scope("p", "q").recall(query)
+            assert [item.id for item in hits.items] == ["e1"], query
+
+
+V3_FTS = MIGRATIONS[0][1][-1]  # search_fts as v1 created it; v4 recreates it
+
+
+def test_every_letter_and_digit_is_one_token() -> None:
+    """amem's segmented text separates tokens by spaces only; the FTS tokenizer must keep
+    every character Python calls alphanumeric, or words made of them are lost."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f'create virtual table t using fts5 (x, tokenize = "{FTS_TOKENIZER}")')
+    chars = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    alnum = [char for char in chars if char.isalnum()]
+    conn.executemany("insert into t (rowid, x) values (?, ?)", enumerate(alnum))
+    lost = [
+        char for n, char in enumerate(alnum)
+        if not conn.execute("select 1 from t where t match ? and rowid = ?",
+                            ('"' + char + '"', n)).fetchone()
+    ]  # fmt: skip
+    assert lost == []

@@ -5,6 +5,10 @@ v1  authoritative tables (events, personas, memories, relations, checkpoints) an
     index over segmented text)
 v2  gists and cue keys on memories, lookup indexes
 v3  scoped host-capture cursors
+v4  the FTS index rebuilt with a tokenizer that keeps every letter Python knows: SQLite's
+    Unicode 6.1 tables call some later letters combining marks (New Tai Lue vowels), so
+    ``Mc`` and ``Mn`` count as token characters too (amem's segmented text holds no marks
+    of its own, so nothing else changes)
 
 Each migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
 after taking the write lock, so processes that start at the same time on a new file
@@ -22,7 +26,7 @@ from pathlib import Path
 from ..errors import StorageError
 from .drivers import open_sqlite
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 V1 = (
     """
@@ -169,7 +173,22 @@ V3 = (
     """,
 )
 
-MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = ((1, V1), (2, V2), (3, V3))
+FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co Mc Mn'"
+"""Splits only on the spaces ``text.segment`` puts between tokens (checked for every
+character ``str.isalnum`` accepts by ``tests/test_schema.py``)."""
+
+V4 = (
+    "drop table search_fts",
+    f"""
+    create virtual table search_fts using fts5 (
+        tokens, content = 'search_docs', content_rowid = 'num',
+        tokenize = "{FTS_TOKENIZER}"
+    )
+    """,
+    "insert into search_fts (search_fts) values ('rebuild')",
+)
+
+MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = ((1, V1), (2, V2), (3, V3), (4, V4))
 
 
 def check_existing(path: Path) -> None:
