@@ -27,6 +27,9 @@ Evidence, with bounded work however large the archive grows:
   text of amended or already-derived events is never used, so it cannot resurrect
   revoked or expired facts.
 
+When only raw events are in play, an event that could not reach the top ``limit`` even
+with perfect priors is left unread (``add_candidates``); the items are the same.
+
 A query with no evidence returns nothing, never unrelated memories. The score is the
 evidence (weighted lexical, semantic and link parts) scaled by the priors (basis,
 confidence, freshness), each part in 0..1 and reported on the item (``score``): lexical
@@ -188,11 +191,11 @@ def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[Reca
     params = eligibility(q)
     found: dict[str, Evidence] = {}
     matches, capped = lexical_matches(conn, q, params, SELECT_TERM)
-    add_lexical(conn, found, params, matches, q.kinds)
+    add_candidates(conn, found, params, matches, q)
     if capped and len(found) < q.limit:  # the newest postings were no evidence at as_of
         found = {}
         matches, _ = lexical_matches(conn, q, params, SELECT_ELIGIBLE_TERM)
-        add_lexical(conn, found, params, matches, q.kinds)
+        add_candidates(conn, found, params, matches, q)
     warnings: list[str] = []
     if q.vector is not None:
         similarity, warnings = semantic_matches(conn, q, params)
@@ -201,6 +204,49 @@ def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[Reca
     scored = [(round(score(parts(e, q)), 6), memory_id, e) for memory_id, e in found.items()]
     scored.sort(key=lambda entry: (-entry[0], entry[1]))
     return [recall_item(e, q) for _, _, e in scored[: q.limit]], warnings  # models: top only
+
+
+def add_candidates(
+    conn: sqlite3.Connection,
+    found: dict[str, Evidence],
+    params: dict[str, object],
+    matches: dict[tuple[str, str], float],
+    q: RecallQuery,
+) -> None:
+    """``add_lexical`` for the matches that can reach the top ``limit``.
+
+    Only where nothing but raw events is in play (no memory among the matches or derived
+    from them, no vectors): a raw event scores at most its lexical weight times its match,
+    and no link reaches it. So once the best matches have given ``limit`` items, a match
+    below the ``limit``-th score even at that bound is left out, unread. The items returned
+    are exactly those a full read would return; a scope whose events have no memories yet
+    (no extraction configured) is common.
+    """
+    order = sorted(matches, key=matches.__getitem__, reverse=True)
+    head = dict.fromkeys(order[: 2 * q.limit])
+    rest = order[len(head) :]
+    only_events = all(kind != "memory" for kind, _ in order)
+    if q.vector is not None or not only_events or not rest:
+        add_lexical(conn, found, params, matches, q.kinds)
+        return
+    add_lexical(conn, found, params, {key: matches[key] for key in head}, q.kinds)
+    scores = sorted((score(parts(e, q)) for e in found.values() if e.raw), reverse=True)
+    if len(scores) < q.limit or len(scores) < len(found):  # too few, or memories came in
+        add_lexical(conn, found, params, {key: matches[key] for key in rest}, q.kinds)
+        return
+    # below the limit-th score by more than the rounding of scores: never even a tie
+    bound = (round(scores[q.limit - 1], 6) - 1e-6) / EVIDENCE_WEIGHTS["lexical"]
+    kept = [key for key in rest if matches[key] >= bound]
+    dropped = [key[1] for key in rest if matches[key] < bound]
+    if dropped and has_memories(conn, dropped):  # they would bring memories (and links)
+        kept = rest
+    add_lexical(conn, found, params, {key: matches[key] for key in kept}, q.kinds)
+
+
+def has_memories(conn: sqlite3.Connection, event_ids: list[str]) -> bool:
+    marks = ", ".join("?" * len(event_ids))
+    sql = f"select 1 from memories where event_id in ({marks}) and revoked_at is null limit 1"
+    return conn.execute(sql, event_ids).fetchone() is not None
 
 
 def add_lexical(

@@ -7,8 +7,10 @@ every recall names its ``as_of``, so ages (freshness, fading) do not depend on t
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -727,3 +729,49 @@ async def test_recall_finds_only_its_own_scope_however_many_scopes_share_the_fil
         theirs = await derive(other, "我在杭州喝龙井", "用户在杭州喝龙井", "在杭州喝龙井")
         assert await found(other, "杭州 龙井") == [theirs.id]
         assert await found(ours, "杭州 龙井") == [mine.id]
+
+
+# -- a small limit is a prefix of a large one, raw events or memories alike ------------
+
+VOCABULARY = ["tea", "jazz", "杭州", "茶馆"]
+"""Few words: many events match a query equally, and their times decide the order."""
+
+
+@FUZZ
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=3).map(" ".join),
+        min_size=20,
+        max_size=80,
+    ),
+    days=st.lists(st.integers(min_value=0, max_value=3000), min_size=80, max_size=80),
+    derived=st.sets(st.integers(min_value=0, max_value=79), max_size=5),
+    query=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=2).map(" ".join),
+    limit=st.integers(min_value=1, max_value=12),
+)
+async def test_a_small_limit_returns_the_top_of_a_large_one(
+    mem: amem.Memory,
+    texts: list[str],
+    days: list[int],
+    derived: set[int],
+    query: str,
+    limit: int,
+) -> None:
+    """Recall reads only the candidates that can reach the top ``limit`` (when nothing but
+    raw events is in play); what it returns must be exactly the top of a full read, links
+    between memories included."""
+    scope = mem.scope(persona="fuzz", project=uuid.uuid4().hex)
+    memories: list[str] = []
+    for n, text in enumerate(texts):
+        when = (datetime.fromisoformat(AS_OF) - timedelta(days=days[n])).isoformat()
+        receipt = await scope.submit_event(text, role="user", occurred_at=when)
+        if n in derived:  # some scopes have memories too, linked to each other
+            draft = {"text": f"User said {text}", "quote": text, "kind": "fact",
+                     "basis": "user_statement"}  # fmt: skip
+            [memory] = await scope.add_memories(receipt.event_id, [draft])
+            memories.append(memory.id)
+    for first, second in itertools.pairwise(memories):
+        await scope.relate(first, second)
+    small = await scope.recall(query, as_of=AS_OF, limit=limit)
+    large = await scope.recall(query, as_of=AS_OF, limit=50)
+    assert [(i.id, i.score) for i in small.items] == [(i.id, i.score) for i in large.items[:limit]]
