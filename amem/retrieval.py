@@ -223,24 +223,26 @@ def add_candidates(
     (no extraction configured) is common.
     """
     order = sorted(matches, key=matches.__getitem__, reverse=True)
-    head = dict.fromkeys(order[: 2 * q.limit])
-    rest = order[len(head) :]
-    only_events = all(kind != "memory" for kind, _ in order)
-    if q.vector is not None or not only_events or not rest:
-        add_lexical(conn, found, params, matches, q.kinds)
+    head, rest = order[: 2 * q.limit], order[2 * q.limit :]
+
+    def add(keys: list[tuple[str, str]]) -> None:
+        add_lexical(conn, found, params, {key: matches[key] for key in keys}, q.kinds)
+
+    if q.vector is not None or not rest or any(kind == "memory" for kind, _ in order):
+        add(order)
         return
-    add_lexical(conn, found, params, {key: matches[key] for key in head}, q.kinds)
+    add(head)
     scores = sorted((score(parts(e, q)) for e in found.values() if e.raw), reverse=True)
     if len(scores) < q.limit or len(scores) < len(found):  # too few, or memories came in
-        add_lexical(conn, found, params, {key: matches[key] for key in rest}, q.kinds)
+        add(rest)
         return
     # below the limit-th score by more than the rounding of scores: never even a tie
     bound = (round(scores[q.limit - 1], 6) - 1e-6) / EVIDENCE_WEIGHTS["lexical"]
-    kept = [key for key in rest if matches[key] >= bound]
     dropped = [key[1] for key in rest if matches[key] < bound]
     if dropped and has_memories(conn, dropped):  # they would bring memories (and links)
-        kept = rest
-    add_lexical(conn, found, params, {key: matches[key] for key in kept}, q.kinds)
+        add(rest)
+    else:
+        add([key for key in rest if matches[key] >= bound])
 
 
 def has_memories(conn: sqlite3.Connection, event_ids: list[str]) -> bool:
