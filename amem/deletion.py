@@ -7,9 +7,11 @@ their search rows, vectors and relation edges. Memories linked to them only by
 ``related`` survive (the link does not). Every checkpoint of the scope is invalidated.
 Closed validity intervals of surviving facts are left as they are.
 
-``secure_delete`` zeroes the freed pages and the FTS index is merged, so once the WAL is
-checkpointed the deleted text is gone from the database file. Emitted context packs,
-copies, backups and remote logs are outside amem's reach.
+``secure_delete`` zeroes the freed pages. FTS5 keeps a deleted row's terms in its index
+segments until a merge, so once the transaction commits the writer is asked, when idle, to
+merge the index (``search.purge_deleted_terms``) and truncate the WAL: then the deleted
+text is gone from the database file and its WAL. Emitted context packs, copies, backups
+and remote logs are outside amem's reach.
 """
 
 from __future__ import annotations
@@ -56,8 +58,6 @@ def delete(
         conn.execute(DELETE_MEMORY, (memory,))  # its vectors go by ON DELETE CASCADE
     for event in event_ids:
         conn.execute(DELETE_EVENT, (event,))
-    if search_rows:
-        search.purge_deleted_terms(conn)
     return Deletion(
         persona=persona, project=project, event_ids=event_ids, memory_ids=memory_ids,
         relations=len(relation_ids), search_rows=search_rows, vectors=vectors,

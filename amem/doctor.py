@@ -13,7 +13,7 @@ import sqlite3
 
 from . import search
 from .config import Settings
-from .db.schema import SCHEMA_VERSION
+from .db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
 from .models import DoctorCheck, DoctorReport
 
 COUNTED = ("events", "memories", "relations", "checkpoints", "personas", "capture_cursors",
@@ -143,12 +143,6 @@ def vector_checks(conn: sqlite3.Connection, settings: Settings) -> list[DoctorCh
     return checks
 
 
-REBUILD = (
-    "delete from search_docs",
-    "insert into search_fts (search_fts) values ('delete-all')",
-)
-
-
 def index_sources(conn: sqlite3.Connection) -> list[tuple[str, str, str, str, str]]:
     """``(doc_kind, ref, persona, project, text)`` of everything the index should hold."""
     events = conn.execute(
@@ -162,9 +156,33 @@ def index_sources(conn: sqlite3.Connection) -> list[tuple[str, str, str, str, st
 
 
 def rebuild_index(conn: sqlite3.Connection, docs: list[tuple[str, str, str, str, str]]) -> int:
-    """Replace the whole search index with ``docs`` (segmented), in one transaction."""
-    for statement in REBUILD:
-        conn.execute(statement)
+    """Drop and recreate the search tables, then index ``docs`` (segmented), in one
+    transaction: whatever state the old index was in, the new one is built from the data."""
+    drop_search_fts(conn)
+    conn.execute("delete from search_docs")
+    conn.execute(CREATE_SEARCH_FTS)
     for kind, ref, persona, project, segmented in docs:
         search.index_doc(conn, persona, project, kind, ref, segmented)
     return len(docs)
+
+
+def drop_search_fts(conn: sqlite3.Connection) -> None:
+    """Drop ``search_fts`` and its shadow tables, even when FTS5 cannot read them.
+
+    FTS5 reads the index's structure record to open the table at all, even to drop it; a
+    broken record makes ``DROP TABLE`` fail too. Then the table's schema row is removed
+    by hand (``writable_schema``) and its shadow tables dropped as the plain tables they are.
+    """
+    conn.execute("savepoint drop_fts")
+    try:
+        conn.execute("drop table search_fts")
+    except sqlite3.DatabaseError:
+        conn.execute("rollback to drop_fts")
+        conn.execute("pragma writable_schema = on")
+        try:
+            conn.execute("delete from sqlite_master where type = 'table' and name = 'search_fts'")
+        finally:
+            conn.execute("pragma writable_schema = reset")
+        for table in SEARCH_FTS_SHADOWS:
+            conn.execute(f"drop table if exists {table}")
+    conn.execute("release drop_fts")

@@ -81,7 +81,12 @@ def parse_time(value: object, field: str) -> datetime:
         raise InvalidInput(
             f"{field} must include a UTC offset (e.g. +08:00 or Z)", code="invalid_time"
         )
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is later than any UTC time Python has
+        raise InvalidInput(
+            f"{field} is outside the years 1 to 9999 in UTC", code="invalid_time"
+        ) from None
 
 
 def db_time(value: datetime) -> str:
@@ -109,3 +114,15 @@ def validation_problems(exc: ValidationError, fields: Iterable[str], *, most: in
         why = "unexpected field" if error["type"] == "extra_forbidden" else error["msg"]
         problems.append(f"{where or 'value'}: {why[:120]}")
     return "; ".join(problems)
+
+
+TIME_FIELDS = frozenset(("valid_at", "invalid_at"))
+"""Times validated by pydantic models (a draft's); other times go through ``parse_time``."""
+
+
+def refused(exc: ValidationError, fields: Iterable[str], what: str) -> InvalidInput:
+    """``InvalidInput`` for a pydantic refusal, ``what`` then ``validation_problems``; its
+    code is ``invalid_time`` when the first problem is a time's, as ``parse_time``'s is."""
+    first = exc.errors()[0]["loc"]
+    code = "invalid_time" if any(part in TIME_FIELDS for part in first) else None
+    return InvalidInput(f"{what}: {validation_problems(exc, fields)}", code=code)

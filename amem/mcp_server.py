@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import __version__, mcp_session
 from .config import Settings
 from .errors import AmemError, InvalidInput
-from .inputs import validation_problems
+from .inputs import refused
 from .mcp_session import ServerInfo
 from .memory import Memory, Scope
 from .memory import open as open_memory
@@ -152,7 +152,10 @@ class Served:
     project: str
 
     def scope(self, args: Args) -> Scope:
-        return self.memory.scope(args.persona or self.persona, args.project or self.project)
+        return self.memory.scope(
+            self.persona if args.persona is None else args.persona,
+            self.project if args.project is None else args.project,
+        )
 
 
 Handler = Callable[[Served, Any], Awaitable[Any]]
@@ -226,7 +229,8 @@ async def session_resume(served: Served, a: SessionResume) -> Any:
 
 
 async def persona_get(served: Served, a: PersonaGet) -> Any:
-    return await served.memory.persona(a.persona or served.persona, version=a.version)
+    persona = served.persona if a.persona is None else a.persona
+    return await served.memory.persona(persona, version=a.version)
 
 
 async def extraction_retry(served: Served, a: ExtractionRetry) -> Any:
@@ -406,7 +410,7 @@ async def call(served: Served, name: str, arguments: dict[str, Any] | None) -> d
         args = tool.args.model_validate(arguments or {})
     except ValidationError as exc:
         fields = tool.args.model_fields.keys() | MemoryDraft.model_fields.keys() | {"label"}
-        return tool_error(InvalidInput(f"bad arguments: {validation_problems(exc, fields)}"))
+        return tool_error(refused(exc, fields, "bad arguments"))
     try:
         if tool.writes:  # the client leaving mid-call must not withdraw a write
             with anyio.CancelScope(shield=True):

@@ -39,6 +39,7 @@ from . import (
     personas,
     relations,
     retrieval,
+    search,
     status,
 )
 from .archive import Archive
@@ -53,12 +54,12 @@ from .inputs import (
     db_time,
     optional_name,
     parse_time,
+    refused,
     require_choice,
     require_int,
     require_name,
     require_text,
     utc_now,
-    validation_problems,
 )
 from .models import (
     DRAFT_FIELDS,
@@ -185,10 +186,14 @@ class Memory:
         return Scope(
             self,
             require_name(
-                persona or self.settings.default_persona, "persona", max_chars=MAX_NAME_CHARS
+                self.settings.default_persona if persona is None else persona,
+                "persona",
+                max_chars=MAX_NAME_CHARS,
             ),
             require_name(
-                project or self.settings.default_project, "project", max_chars=MAX_NAME_CHARS
+                self.settings.default_project if project is None else project,
+                "project",
+                max_chars=MAX_NAME_CHARS,
             ),
         )
 
@@ -603,7 +608,9 @@ class Scope:
                     event_id=optional_name(event_id, "event_id"),
                     memory_id=optional_name(memory_id, "memory_id"), now=_now())
         )  # fmt: skip
-        await self._memory._db.writer.checkpoint_wal()  # deleted pages leave the WAL too
+        # the index's copies of deleted terms and the WAL's copies of deleted pages go
+        # when the writer is next idle (a merge and a WAL truncation), never on this await
+        self._memory._db.writer.when_idle(search.purge_deleted_terms)
         return removed
 
     async def relate(self, from_id: str, to_id: str) -> Relation:
@@ -755,8 +762,7 @@ def parse_drafts(memories: object) -> list[MemoryDraft]:
                 item if isinstance(item, MemoryDraft) else MemoryDraft.model_validate(item)
             )
         except ValidationError as exc:
-            problems = validation_problems(exc, DRAFT_FIELDS)
-            raise InvalidInput(f"memories[{n}] is not a valid draft: {problems}") from None
+            raise refused(exc, DRAFT_FIELDS, f"memories[{n}] is not a valid draft") from None
     return drafts
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .inputs import CONTROL
 
 Role = Literal["user", "assistant", "system", "tool"]
 Category = Literal["conversation", "reference", "persona", "correction"]
@@ -122,6 +124,36 @@ class MemoryDraft(BaseModel):
     """An emotion the assistant expressed (``assistant_expression`` only)."""
     gist: str | None = Field(default=None, min_length=1, max_length=MAX_GIST_CHARS)
     """A short authored gist, shown instead of the text once an episode has faded."""
+
+    @field_validator("text", "quote")
+    @classmethod
+    def visible_text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        if "\x00" in value:
+            raise ValueError("must not contain NUL characters")
+        return value
+
+    @field_validator("subject", "fact_key", "gist")
+    @classmethod
+    def one_line(cls, value: str | None) -> str | None:
+        if value is not None and (value != value.strip() or CONTROL.search(value)):
+            raise ValueError("must be one line without control characters or edge whitespace")
+        return value
+
+    @field_validator("valid_at", "invalid_at", mode="before")
+    @classmethod
+    def iso_time(cls, value: object) -> object:
+        """An ISO-8601 string or a ``datetime``, as every other time amem takes; never a
+        number. The UTC offset is checked when the draft is validated (``invalid_time``)."""
+        if value is None or isinstance(value, datetime):
+            return value
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError("not an ISO-8601 time") from None
+        raise ValueError("must be an ISO-8601 time string")
 
 
 class MemoryRecord(Record):

@@ -44,11 +44,57 @@ def remove_docs(conn: sqlite3.Connection, doc_kind: str, refs: Iterable[str]) ->
     return removed
 
 
-def purge_deleted_terms(conn: sqlite3.Connection) -> None:
-    """Merge the FTS index so terms of deleted rows leave the file, not only their markers.
+OPTIMIZE_CAPS_LEVELS = (3, 41, 0)
+"""Before SQLite 3.41.0, every FTS5 ``optimize`` of an index spread over several segments
+adds a level to the index's structure record, with no cap; past 2,000 levels
+(``FTS5_MAX_SEGMENT``) FTS5 refuses the record as corrupt (``SQLITE_CORRUPT_VTAB``) and
+every read and write of the table fails. 3.41.0 caps the levels an optimize can add at
+``FTS5_MAX_LEVEL`` (``pNew->nLevel = MIN(pStruct->nLevel+1, FTS5_MAX_LEVEL)`` in
+``fts5IndexOptimizeStruct``). ``merge`` with a negative argument takes the same path."""
+MAX_LEVELS = 64
+"""``FTS5_MAX_LEVEL``: the cap 3.41.0 enforces, which amem keeps on older SQLite."""
+STRUCTURE_ROWID = 10
+"""``FTS5_STRUCTURE_ROWID``: the row of ``search_fts_data`` holding the structure record."""
 
-    SQLite 3.40's FTS5 has no ``secure-delete`` option: a deleted row's terms stay in old
-    index segments until a merge. ``optimize`` rewrites the index, and ``secure_delete``
-    zeroes the freed pages. Its cost grows with the index; deletions are rare.
+
+def purge_deleted_terms(conn: sqlite3.Connection) -> None:
+    """Rewrite the FTS index so terms of deleted rows leave the file, not only their markers.
+
+    FTS5 records a deletion as a marker beside the old entries (SQLite 3.40 has no
+    ``secure-delete`` option); both stay in index segments until a merge reaches them.
+    ``optimize`` merges everything into one segment, and ``secure_delete`` zeroes the freed
+    pages. On SQLite before 3.41 an index already at ``MAX_LEVELS`` levels is rebuilt from
+    ``search_docs`` instead, which starts a fresh structure record (see
+    ``OPTIMIZE_CAPS_LEVELS``). Its cost grows with the index: the writer runs it when idle,
+    at most every few seconds, never once per deletion.
     """
-    conn.execute("insert into search_fts (search_fts) values ('optimize')")
+    if sqlite3.sqlite_version_info >= OPTIMIZE_CAPS_LEVELS or index_levels(conn) < MAX_LEVELS:
+        conn.execute("insert into search_fts (search_fts) values ('optimize')")
+    else:
+        conn.execute("insert into search_fts (search_fts) values ('rebuild')")
+
+
+def index_levels(conn: sqlite3.Connection) -> int:
+    """How many levels the FTS5 structure record lists (0 for an empty index).
+
+    The record starts with a 4-byte cookie, then the level count as a SQLite varint."""
+    row = conn.execute(
+        "select block from search_fts_data where id = ?", (STRUCTURE_ROWID,)
+    ).fetchone()
+    if row is None or len(row[0]) < 5:
+        return 0
+    return read_varint(row[0], 4)
+
+
+def read_varint(data: bytes, start: int) -> int:
+    """A SQLite varint: big-endian 7-bit groups, high bit set on all but the last; a
+    ninth byte, if reached, carries 8 bits."""
+    value = 0
+    for position in range(start, min(start + 9, len(data))):
+        byte = data[position]
+        if position == start + 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            break
+    return value

@@ -209,7 +209,6 @@ async def test_deleted_text_is_gone_from_the_database_file(db_path: Path) -> Non
         )  # fmt: skip
         for n in range(50):  # neighbours on the same pages, which must survive
             await scope.submit_event(f"ordinary note {n}", role="user")
-        await mem._db.writer.checkpoint_wal()
         assert SECRET.encode() in file_bytes(db_path)  # the scan can see stored text
         assert b"zanzibar7731" in file_bytes(db_path)  # and the index term
         await scope.delete(event_id="secret")

@@ -691,6 +691,32 @@ async def test_errors_are_stable_codes_that_echo_nothing(
                                 "valid_at": "2025-06-01T00:00:00"}, "invalid_time"),
             ("memory_add", {"event_id": "u-1", "memories": [
                 draft(MARKER, valid_at="2025-06-01T00:00:00")]}, "invalid_time"),
+            ("memory_add", {"event_id": "u-1", "memories": [draft(MARKER, valid_at=1767225600)]},
+             "invalid_time"),
+            # times that exist only in their own offset: no UTC year 1 to 9999 holds them
+            ("event_submit", {"text": MARKER, "role": "user",
+                              "occurred_at": "9999-12-31T23:59:59-14:00"}, "invalid_time"),
+            ("memory_recall", {"query": MARKER, "as_of": "0001-01-01T00:00:00+14:00"},
+             "invalid_time"),
+            ("memory_correct", {"memory_id": mine, "text": MARKER,
+                                "valid_at": "9999-12-31T23:59:59-14:00"}, "invalid_time"),
+            ("memory_add", {"event_id": "u-1", "memories": [
+                draft(MARKER, valid_at="0001-01-01T00:00:00+14:00")]}, "invalid_time"),
+            ("memory_add", {"event_id": "u-1", "memories": [
+                draft(MARKER, invalid_at="9999-12-31T23:59:59-14:00")]}, "invalid_time"),
+            # drafts without visible text, or with control characters where one line belongs
+            ("memory_add", {"event_id": "u-1", "memories": [draft(" \n\t ")]}, "invalid_input"),
+            ("memory_add", {"event_id": "u-1", "memories": [draft(quote=" ")]}, "invalid_input"),
+            ("memory_add", {"event_id": "u-1", "memories": [draft(MARKER + "\x00")]},
+             "invalid_input"),
+            ("memory_add", {"event_id": "u-1", "memories": [draft(
+                subject="user\n" + MARKER, fact_key="drink")]}, "invalid_input"),
+            ("memory_add", {"event_id": "u-1", "memories": [draft(gist=MARKER + "\nmore")]},
+             "invalid_input"),
+            # an empty scope name is refused, never taken for the default
+            ("event_submit", {"text": MARKER, "role": "user", "persona": ""}, "invalid_input"),
+            ("memory_recall", {"query": MARKER, "project": ""}, "invalid_input"),
+            ("persona_get", {"persona": ""}, "invalid_input"),
             # the quote must occur verbatim in the event
             ("memory_add", {"event_id": "u-1", "memories": [draft(MARKER, MARKER)]},
              "quote_mismatch"),

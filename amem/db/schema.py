@@ -177,14 +177,18 @@ FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co Mc Mn'"
 """Splits only on the spaces ``text.segment`` puts between tokens (checked for every
 character ``str.isalnum`` accepts by ``tests/test_schema.py``)."""
 
+CREATE_SEARCH_FTS = f"""
+create virtual table search_fts using fts5 (
+    tokens, content = 'search_docs', content_rowid = 'num', tokenize = "{FTS_TOKENIZER}"
+)
+"""
+SEARCH_FTS_SHADOWS = ("search_fts_data", "search_fts_idx", "search_fts_docsize",
+                      "search_fts_config")  # fmt: skip
+"""The tables FTS5 keeps ``search_fts``'s index in."""
+
 V4 = (
     "drop table search_fts",
-    f"""
-    create virtual table search_fts using fts5 (
-        tokens, content = 'search_docs', content_rowid = 'num',
-        tokenize = "{FTS_TOKENIZER}"
-    )
-    """,
+    CREATE_SEARCH_FTS,
     "insert into search_fts (search_fts) values ('rebuild')",
 )
 

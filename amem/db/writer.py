@@ -13,11 +13,17 @@ waits in the inbox withdraws it (the store stays *before* the write); once the a
 taken it, the request commits or fails with its batch (the store ends *after*). The actor
 itself is shielded from cancellation and stops only when closed, so no transaction is
 ever split and no queued request is dropped.
+
+Between batches the actor keeps the WAL bounded (``wal_limit``), and when its inbox is
+empty it runs the chores callers left with ``when_idle`` (after a deletion: merging the
+search index, then truncating the WAL so deleted pages leave it too). A chore never makes
+a caller wait on readers: a WAL truncation that readers hold up is tried again later.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 import time
 from collections import deque
@@ -42,8 +48,13 @@ Job = Callable[[sqlite3.Connection], Any]
 Outcome = tuple[bool, Any]
 
 MAX_BATCH = 512
-WAL_CHECK_SECONDS = 1.0
-WAL_WAIT_MS = 250
+WAL_RETRY_SECONDS = 0.5
+"""How soon a WAL truncation that readers held up is tried again."""
+WAL_WAIT_MS = 100
+"""How long a WAL truncation waits for the readers of its moment (new readers read the
+database file, so the wait ends as soon as the old ones finish)."""
+CHORE_SECONDS = 5.0
+"""The same chore runs at most this often: merging a large search index takes a while."""
 BEGIN_ATTEMPTS = 4
 """Tries at BEGIN IMMEDIATE; each already waits up to the busy timeout for the lock."""
 
@@ -65,7 +76,12 @@ class Writer:
         self._conn = conn
         self._wal = wal
         self._wal_limit = wal_limit
-        self._wal_checked = 0.0
+        self._wal_tried = 0.0
+        self._chores: dict[Job, float] = {}
+        """Chores waiting for an idle moment, with the earliest time each may run."""
+        self._chores_ran: dict[Job, float] = {}
+        self._scrub_due: float | None = None
+        """When to try truncating the WAL again after a chore (None: nothing to scrub)."""
         self._inbox: deque[Request] = deque()
         self._wakeup = anyio.Event()
         self._closing = False
@@ -108,10 +124,15 @@ class Writer:
                         await self._commit(batch)
                         await self._bound_wal()
                     elif self._closing:
+                        await self._run_chores(final=True)
                         return
                     else:
+                        next_due = await self._run_chores(final=False)
+                        if self._inbox or self._closing:  # either came during the chores
+                            continue
                         self._wakeup = anyio.Event()
-                        await self._wakeup.wait()
+                        with anyio.move_on_after(next_due - time.monotonic()):
+                            await self._wakeup.wait()
         finally:
             for request in self._inbox:
                 _deliver(request, (False, Closed("this Memory was closed before the write")))
@@ -125,36 +146,59 @@ class Writer:
         with anyio.CancelScope(shield=True):
             await self._stopped.wait()
 
-    async def checkpoint_wal(self) -> None:
-        """Copy the WAL into the database file and truncate it (best effort).
+    def when_idle(self, chore: Job) -> None:
+        """Run ``chore(conn)`` in a transaction of its own once no request waits, then
+        truncate the WAL. The same chore runs at most every ``CHORE_SECONDS``; asking
+        again before it ran is a no-op. A chore still waiting at close runs then."""
+        if chore not in self._chores:
+            self._chores[chore] = self._chores_ran.get(chore, -CHORE_SECONDS) + CHORE_SECONDS
+            self._wakeup.set()
 
-        Runs on the write connection between batches, never inside a transaction; readers
-        holding an old snapshot can keep some pages in the WAL until the next checkpoint.
-        """
-        await self._conn.run(wal_checkpoint)
+    async def _run_chores(self, *, final: bool) -> float:
+        """Run the chores that are due (all of them when ``final``) and a WAL truncation
+        after them; returns when the next one is due (``inf`` when none waits)."""
+        now = time.monotonic()
+        for chore, due in list(self._chores.items()):
+            if final or due <= now:
+                del self._chores[chore]
+                self._chores_ran[chore] = now
+                try:
+                    await self._conn.run(partial(run_alone, fn=chore))
+                except sqlite3.Error as exc:  # the deletion itself is committed
+                    log.warning("an idle chore failed (%s)", type(exc).__name__)
+                self._scrub_due = now
+        if self._scrub_due is not None and (final or self._scrub_due <= now):
+            truncated = await self._truncate_wal()
+            self._scrub_due = None if truncated or final else now + WAL_RETRY_SECONDS
+        return min([*self._chores.values(), self._scrub_due or math.inf])
 
     async def _bound_wal(self) -> None:
-        """Truncate the WAL once it passes its limit (checked at most once a second).
+        """Truncate the WAL once it passes its limit (tried at most every
+        ``WAL_RETRY_SECONDS``).
 
         SQLite restarts the WAL from its start only at a moment no reader uses it; readers
         that never pause (a busy server) keep that moment from coming, and the WAL grows
-        by every commit. A truncating checkpoint waits for the readers of the moment to
-        finish (new ones read the database file), for at most ``WAL_WAIT_MS``; if one is
-        still reading, the next check tries again.
+        by every commit. Its size is looked at after every batch (a ``stat``), since a few
+        large events can add megabytes in a moment.
         """
-        now = time.monotonic()
-        if self._wal is None or now - self._wal_checked < WAL_CHECK_SECONDS:
+        if self._wal is None or time.monotonic() - self._wal_tried < WAL_RETRY_SECONDS:
             return
-        self._wal_checked = now
         try:
             size = self._wal.stat().st_size
         except OSError:
             return
         if size > self._wal_limit:
-            try:
-                await self._conn.run(partial(wal_checkpoint, wait_ms=WAL_WAIT_MS))
-            except sqlite3.Error as exc:  # the writes are committed; the next check retries
-                log.warning("the WAL could not be truncated (%s)", type(exc).__name__)
+            self._wal_tried = time.monotonic()
+            await self._truncate_wal()
+
+    async def _truncate_wal(self) -> bool:
+        """A truncating checkpoint that waits at most ``WAL_WAIT_MS`` for readers; True if
+        the WAL is now empty."""
+        try:
+            return await self._conn.run(partial(wal_checkpoint, wait_ms=WAL_WAIT_MS))
+        except sqlite3.Error as exc:  # the writes are committed; a later try may succeed
+            log.warning("the WAL could not be truncated (%s)", type(exc).__name__)
+            return False
 
     def _take_batch(self) -> list[Request]:
         batch: list[Request] = []
@@ -210,15 +254,22 @@ def commit_batch(conn: sqlite3.Connection, fns: Sequence[Job]) -> list[Outcome]:
         return [outcomes[index] for index in range(len(fns))]
 
 
-def wal_checkpoint(conn: sqlite3.Connection, *, wait_ms: int = BUSY_TIMEOUT_MS) -> None:
-    """Checkpoint and truncate the WAL, waiting at most ``wait_ms`` for readers (best
-    effort: readers still on the WAL then keep it)."""
+def wal_checkpoint(conn: sqlite3.Connection, *, wait_ms: int) -> bool:
+    """Checkpoint and truncate the WAL, waiting at most ``wait_ms`` for readers; True if
+    it was truncated (readers still on the WAL keep it: ``busy`` is then 1)."""
     conn.execute(f"pragma busy_timeout = {wait_ms}")
     try:
         # fetch the result row: an unfinished statement would block the next COMMIT
-        conn.execute("pragma wal_checkpoint(truncate)").fetchall()
+        [(busy, _, _)] = conn.execute("pragma wal_checkpoint(truncate)").fetchall()
     finally:
         conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
+    return bool(busy == 0)
+
+
+def run_alone(conn: sqlite3.Connection, fn: Job) -> None:
+    """``fn`` in a write transaction of its own."""
+    with immediate(conn):
+        fn(conn)
 
 
 class TransactionLost(Exception):
