@@ -88,7 +88,7 @@ class Session:
             return
         try:
             message = json.loads(line)
-        except ValueError:  # includes bytes that are not UTF-8
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested too deep
             self._error(None, PARSE_ERROR, "Parse error")
             return
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
