@@ -1,5 +1,6 @@
 """``amem serve`` stays up, answers and stays bounded whatever its client does on the pipes
-(issue 13): a line nested too deep to parse, a client that sends without reading stdout.
+(issue 13): a line nested too deep to parse, a client that sends without reading stdout,
+a host that never reads stderr.
 
 The server is a real subprocess driven with raw JSON-RPC lines (the helpers of
 ``test_mcp.py``). Each test runs on both backends of the test, with the server on the
@@ -212,3 +213,38 @@ async def test_a_client_that_pauses_reading_still_gets_every_answer(
             await wire.close_stdin()
             assert await wire.exit_status() == 0
     wire.assert_only_jsonrpc()
+
+
+# --- 5. a host that does not read stderr ------------------------------------------------------
+
+
+async def read_into(stream: anyio.abc.ByteReceiveStream, into: bytearray) -> None:
+    async for chunk in stream:
+        into += chunk
+
+
+async def test_a_host_that_never_reads_stderr_still_gets_answers(
+    anyio_backend: str, db_path: Path
+) -> None:
+    """5,000 malformed lines log a warning each, far more than a stderr pipe holds: the log
+    drops what does not fit rather than block the server, and says how much it dropped
+    once stderr is read again."""
+    async with raw_server(db_path, other(anyio_backend), None) as wire:
+        await handshake(wire)
+        ping_id, ping = wire.request("ping")
+        submit_id, submit = wire.call("event_submit", text="still here", role="user")
+        await wire.send(*(b"not json %d\n" % n for n in range(5_000)), ping, submit)
+        with anyio.fail_after(LIVENESS_SECONDS):
+            await wire.response(ping_id)
+            assert tool_result(await wire.response(submit_id))[0] is False
+        stderr = bytearray()
+        assert wire.process.stderr is not None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_into, wire.process.stderr, stderr)  # the host reads at last
+            await wire.send(b"not json either\n")
+            await wire.close_stdin()
+            with anyio.fail_after(LIVENESS_SECONDS):
+                assert await wire.process.wait() == 0
+    wire.assert_only_jsonrpc()
+    assert null_id_errors(wire.lines) == [PARSE_ERROR] * 5_001
+    assert b"log lines dropped" in stderr, bytes(stderr[-2000:])
