@@ -35,6 +35,7 @@ from .mcp_session import ServerInfo
 from .memory import Memory, Scope
 from .memory import open as open_memory
 from .models import MemoryDraft
+from .stderr_log import StderrHandler
 
 log = logging.getLogger("amem")
 
@@ -445,8 +446,9 @@ def protect_stdout() -> BinaryIO:
 
 
 def configure_logging(level: int = logging.WARNING) -> None:
-    """Bounded logs on stderr: warnings and errors, each message cut at 2,000 characters."""
-    handler = logging.StreamHandler(sys.stderr)
+    """Bounded logs on stderr: warnings and errors, each message cut at 2,000 characters,
+    written so that a host that never reads stderr cannot block the server."""
+    handler = StderrHandler()
     handler.setFormatter(logging.Formatter("amem %(levelname)s %(name)s: %(message).2000s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -12,7 +12,10 @@ Requests are answered in the order they finish. A request cancelled by the clien
 (``notifications/cancelled``) gets no answer; a write it started still commits. At end
 of input the requests still running are answered (for up to ``DRAIN_SECONDS``) before
 the session ends, so a host that sends its last requests and closes stdin still hears
-back. Requests before ``initialize`` are answered too.
+back; the answers are written while the client reads them (``stdio.Outbox`` says how
+long it is waited for). Requests before ``initialize`` are answered too. The next line
+is read only once there is room: fewer than ``MAX_RUNNING`` calls running, and few
+enough answers waiting for the wire (``stdio.MAX_WAITING_BYTES``).
 """
 
 from __future__ import annotations
@@ -64,7 +67,12 @@ async def serve(server: ServerInfo, stdin_fd: int, wire_fd: int) -> None:
     """Answer MCP requests read from ``stdin_fd`` on ``wire_fd`` until end of input."""
     async with stdio.outbox(wire_fd) as out, anyio.create_task_group() as tg:
         session = Session(server, out.send, tg)
-        await stdio.read_lines(stdin_fd, session.receive, session.room)
+
+        async def room() -> None:  # for the next request: fewer calls running, answers waiting
+            await session.room()
+            await out.room()
+
+        await stdio.read_lines(stdin_fd, session.receive, room)
         with anyio.move_on_after(DRAIN_SECONDS):
             await session.drained()
         tg.cancel_scope.cancel()
@@ -88,7 +96,7 @@ class Session:
             return
         try:
             message = json.loads(line)
-        except ValueError:  # includes bytes that are not UTF-8
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested too deep
             self._error(None, PARSE_ERROR, "Parse error")
             return
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":

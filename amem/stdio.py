@@ -5,11 +5,18 @@ without a thread hop per message: large non-blocking reads are split into lines,
 answer that is ready meanwhile goes out in one ``os.write``. Regular files are read
 directly (they never block for long). A terminal or another device is read and written in
 a worker thread, which works everywhere.
+
+The answers waiting for the wire are bounded: past ``MAX_WAITING_BYTES`` no more lines are
+read, so a client that sends faster than it reads is slowed down instead of filling
+memory. A reader that takes nothing for ``STALL_SECONDS`` while the server waits for it
+is taken as gone, like one that closed the pipe: what waits is dropped, and so is every
+later answer.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -18,9 +25,21 @@ from contextlib import asynccontextmanager, contextmanager
 import anyio
 import anyio.lowlevel
 
+log = logging.getLogger("amem")
+
 READ_BYTES = 1 << 16
 MAX_LINE_BYTES = 64 << 20
 """Longest message read (the largest event, 100,000 characters, is under 1 MiB of JSON)."""
+MAX_WAITING_BYTES = 4 << 20
+"""Answers waiting for the wire, in bytes, past which no more lines are read. A client that
+reads as it goes never gets near it (a pipe holds 64 KiB; the largest answer, a
+60,000-character result, is under 200 KB), and it keeps a client that never reads from
+costing more than a few MiB: one ``tools/list`` line of 50 bytes is answered with 17 KB."""
+STALL_SECONDS = 10.0
+"""How long the wire may take nothing while the server waits for it (reading held back, or
+input ended) before its reader is taken as gone. A host that reads its stdout takes bytes
+within milliseconds; one that still sends, or closed stdin, and reads nothing for this
+long does not read, and would otherwise keep the server waiting forever."""
 
 POLLED, FILE, OTHER = "polled", "file", "other"
 READER_GONE = {errno.EPIPE, errno.ECONNRESET, errno.EIO}
@@ -40,18 +59,19 @@ async def read_lines(
 ) -> None:
     """Hand each non-blank line of ``fd`` to ``on_line`` until end of file (a last line
     without its newline still counts). A line longer than ``MAX_LINE_BYTES`` is dropped and
-    reported as ``None``. Each read first awaits ``room()``, so a client that sends faster
-    than its requests finish is slowed down instead of filling memory."""
+    reported as ``None``. Each line first awaits ``room()``, so a client that sends faster
+    than its requests finish, or than it reads their answers, is slowed down instead of
+    filling memory."""
     kind = fd_kind(fd)
     with nonblocking(fd, kind):
         partial = bytearray()  # the start of a line whose newline has not come yet
         skipping = False  # that line passed MAX_LINE_BYTES: reported, dropped to its end
         while True:
-            await room()
             chunk = await read_chunk(fd, kind)
             if chunk is None:
                 continue
             *lines, rest = (chunk or b"\n").split(b"\n")  # end of file ends the last line
+            ready: list[bytes | None] = []
             for n, line in enumerate(lines):
                 if n == 0:
                     line, was_skipping = bytes(partial) + line, skipping
@@ -60,15 +80,18 @@ async def read_lines(
                     if was_skipping:
                         continue
                 if len(line) > MAX_LINE_BYTES:
-                    on_line(None)
+                    ready.append(None)
                 elif line.strip():
-                    on_line(line)
+                    ready.append(line)
             if not skipping:
                 partial += rest
                 if len(partial) > MAX_LINE_BYTES:
                     partial.clear()
                     skipping = True
-                    on_line(None)
+                    ready.append(None)
+            for read in ready:
+                await room()
+                on_line(read)
             if not chunk:
                 return
 
@@ -95,68 +118,96 @@ async def read_chunk(fd: int, kind: str) -> bytes | None:
 class Outbox:
     """Messages waiting for the wire. One task writes them, all that are queued at once.
 
-    A reader that went away (a broken pipe, a hung-up terminal) ends the writing; what is
-    sent after that is dropped, as there is no one left to read it.
+    ``room()`` and ``flushed()`` wait for the wire, but not forever: a reader that takes
+    nothing for ``STALL_SECONDS`` meanwhile is taken as gone, as is one that closed the
+    pipe (a broken pipe, a hung-up terminal). What waits is dropped then, and so is every
+    later message, as there is no one left to read it.
     """
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._kind = fd_kind(fd)
         self._queued: list[bytes] = []
+        self._waiting = 0
+        """Bytes sent and not yet written: the queued ones and the rest of the batch."""
         self._ready = anyio.Event()
-        self._closing = False
-        self._broken = False
+        self._wrote = anyio.Event()
+        self._writing = anyio.CancelScope()
+        self._gone = False
 
     def send(self, data: bytes) -> None:
-        if not self._broken:
+        if not self._gone:
             self._queued.append(data)
+            self._waiting += len(data)
             self._ready.set()
 
+    async def room(self) -> None:
+        """Return once at most ``MAX_WAITING_BYTES`` wait for the wire."""
+        await self._wait_for(lambda: self._waiting <= MAX_WAITING_BYTES)
+
+    async def flushed(self) -> None:
+        """Return once everything sent is written (or dropped)."""
+        await self._wait_for(lambda: not self._waiting)
+
+    async def _wait_for(self, done: Callable[[], bool]) -> None:
+        while not (self._gone or done()):
+            self._wrote = anyio.Event()
+            with anyio.move_on_after(STALL_SECONDS) as stalled:
+                await self._wrote.wait()
+            if stalled.cancelled_caught:
+                log.warning("the client read no answers for %g s: they are dropped", STALL_SECONDS)
+                self._drop()
+
+    def _drop(self) -> None:
+        self._gone = True
+        self._queued.clear()
+        self._writing.cancel()
+
     async def _write_queued(self) -> None:
-        while True:
-            if not self._queued:
-                if self._closing:
-                    return
-                self._ready = anyio.Event()
-                await self._ready.wait()
-                continue
-            data, self._queued = b"".join(self._queued), []
-            try:
-                await write_all(self._fd, self._kind, data)
-            except OSError as exc:
-                if exc.errno not in READER_GONE:
-                    raise
-                self._broken = True
-                self._queued.clear()
-                return
+        with self._writing:
+            while True:
+                if not self._queued:
+                    self._ready = anyio.Event()
+                    await self._ready.wait()
+                    continue
+                batch, self._queued = memoryview(b"".join(self._queued)), []
+                while batch:
+                    try:
+                        written = await write_some(self._fd, self._kind, batch)
+                    except OSError as exc:
+                        if exc.errno not in READER_GONE:
+                            raise
+                        self._drop()
+                        return
+                    batch = batch[written:]
+                    self._waiting -= written
+                    self._wrote.set()
 
 
 @asynccontextmanager
 async def outbox(fd: int) -> AsyncIterator[Outbox]:
-    """An ``Outbox`` for ``fd``; leaving the block writes what is still queued."""
+    """An ``Outbox`` for ``fd``; leaving the block writes what is still queued (unless the
+    reader is gone: see ``Outbox``)."""
     box = Outbox(fd)
     with nonblocking(fd, box._kind):
         async with anyio.create_task_group() as tg:
             tg.start_soon(box._write_queued)
             try:
                 yield box
+                await box.flushed()
             finally:
-                box._closing = True
-                box._ready.set()
+                tg.cancel_scope.cancel()
 
 
-async def write_all(fd: int, kind: str, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        if kind == OTHER:
-            written = await anyio.to_thread.run_sync(os.write, fd, view)
-        else:
-            try:
-                written = os.write(fd, view)
-            except BlockingIOError:  # only a polled (non-blocking) pipe or socket is full
-                await anyio.wait_writable(fd)
-                continue
-        view = view[written:]
+async def write_some(fd: int, kind: str, data: memoryview) -> int:
+    """Write the start of ``data`` once ``fd`` takes it; return how many bytes were written."""
+    if kind == OTHER:
+        return await anyio.to_thread.run_sync(os.write, fd, data)
+    while True:
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:  # only a polled (non-blocking) pipe or socket is full
+            await anyio.wait_writable(fd)
 
 
 @contextmanager

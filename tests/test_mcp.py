@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, closing, contextmanager
+from contextlib import ExitStack, asynccontextmanager, closing, contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from subprocess import PIPE
@@ -280,13 +280,17 @@ def tool_result(response: dict[str, Any]) -> tuple[bool, str]:
 async def raw_server(
     db: Path,
     backend: str,
-    log: Path,
+    log: Path | None,
     *,
     env: dict[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
+    read_stdout: bool = True,
 ) -> AsyncIterator[Wire]:
-    """``amem serve`` with our own pipes; killed and reaped if the test leaves early."""
-    with log_file(log) as errlog:
+    """``amem serve`` with our own pipes; killed and reaped if the test leaves early. Its
+    stderr goes to ``log``, or with ``log=None`` to a pipe (``wire.process.stderr``) that
+    nobody reads unless the test does; ``read_stdout=False`` leaves stdout unread too."""
+    with ExitStack() as stack:
+        errlog = PIPE if log is None else stack.enter_context(log_file(log))
         process = await anyio.open_process(
             [sys.executable, *serve_args(db, backend), *extra_args],
             stdin=PIPE,
@@ -296,7 +300,8 @@ async def raw_server(
         )
     async with process, anyio.create_task_group() as tg:
         wire = Wire(process)
-        tg.start_soon(wire.read_all)
+        if read_stdout:
+            tg.start_soon(wire.read_all)
         try:
             yield wire
         finally:
