@@ -323,11 +323,11 @@ CRAFTED_BACKUPS: dict[str, tuple[tuple[str, ...], str]] = {
         ),
         "events is not a plain table",
     ),
-    "events as a view of a 900 MB randomblob": (
+    "events as a view of an 800 MB text": (
         (
             "drop table events",
             f"""create view events as select 1 as seq, 'v' as id,
-            hex(randomblob(900000000)) as text, {EVENT_COLUMNS}""",
+            hex(randomblob(400000000)) as text, {EVENT_COLUMNS}""",
         ),
         "events is not a plain table",
     ),
