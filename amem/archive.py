@@ -2,7 +2,7 @@
 
 Format (``format_version`` 1)::
 
-    {"format": "amem-archive", "format_version": 1, "schema_version": 3, "exported_at": ...}
+    {"format": "amem-archive", "format_version": 1, "schema_version": 4, "exported_at": ...}
     {"table": "events", "row": {...}}            one line per row, tables in TABLES order
     ...
     {"end": true, "rows": 1234}                  a missing end line means a truncated file
@@ -11,24 +11,33 @@ Archives hold events, personas, memories, relations, checkpoints and (schema 3) 
 cursors: no configuration, no vector or search caches (imports rebuild the index). Rows
 come in primary-key order, so exporting the same data twice gives the same lines.
 
-``validate`` checks a whole archive before anything is written: shape, timestamps,
-quotes, roles, scope links and checkpoint coverage. Archives written at schema versions
-1 and 2 (no gists or cue keys, no cursors) are read too.
+Rows come from two sources, both read as streams: the lines of an archive
+(``read_lines``) and the tables of a SQLite file (``dump_rows``: the database itself for
+export and doctor, a backup for restore). Neither trusts its input: lines and cells are
+capped, text must decode, JSON must parse, and only plain tables with amem's columns
+are read (a view or virtual table named ``events`` could compute rows forever).
+
+``checked_row`` validates one row: its shape, then the rules that link it to other rows
+(quotes, roles, scope links, checkpoint coverage), looked up in the database it is
+being loaded into, which holds every earlier row. A problem is a ``BadRow`` naming the
+row and the rule, never the stored text. Archives written at schema versions 1 to 3 (no
+gists or cue keys, no cursors) are read too.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
-from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .db.schema import SCHEMA_VERSION
 from .errors import StorageError
-from .inputs import db_time, parse_time, validation_problems
+from .inputs import MAX_EVENT_CHARS, db_time, parse_time, validation_problems
 from .models import Basis, Category, EventStatus, MemoryKind, Role
 
 FORMAT = "amem-archive"
@@ -39,12 +48,28 @@ ORDER = {
     "relations": "from_id, to_id, kind", "checkpoints": "num",
     "capture_cursors": "persona, project, instance",
 }  # fmt: skip
+KEYS = {"events": "seq", "memories": "num", "checkpoints": "num", "search_docs": "num"}
+"""Integer keys that name a row in messages (other rows are named by position)."""
 JSON_COLUMNS = ("completed", "pending", "constraints")
 """Checkpoint columns stored as JSON text, archived as lists."""
+MAX_LINE_CHARS = 16 << 20
+"""Longer than any line amem writes (a checkpoint of 3 x 100 items of 4,000 characters,
+each escaped); a longer line is refused before it is held in memory."""
+MAX_CELL_BYTES = 16 << 20
+"""SQLite's length limit on a backup being read: no cell (or row) amem writes is longer,
+and a crafted one is refused by SQLite before it is built in memory."""
+Source = Generator[tuple[str, dict[str, Any], str], None, None]
+"""``(table, row, where)`` of each row, in order; ``where`` names the row in messages."""
+
+
+class BadRow(Exception):
+    """A row (or line) that cannot be carried; the message names it and the rule broken,
+    never its stored text."""
 
 
 class Row(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False)
+    # No text cell is longer than the longest text amem accepts (an event's).
+    model_config = ConfigDict(extra="forbid", strict=False, str_max_length=MAX_EVENT_CHARS)
 
 
 def stored_time(value: object) -> str:
@@ -158,16 +183,6 @@ MODELS: dict[str, type[Row]] = {
 }  # fmt: skip
 
 
-class Archive(BaseModel):
-    """A validated archive, ready to load."""
-
-    schema_version: int
-    rows: dict[str, list[Any]]
-
-    def count(self) -> dict[str, int]:
-        return {table: len(rows) for table, rows in self.rows.items()}
-
-
 def invalid(message: str) -> StorageError:
     return StorageError(f"the archive is invalid: {message}", code="archive_invalid")
 
@@ -182,53 +197,135 @@ def header(schema_version: int, exported_at: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def dump_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every authoritative row of the database, table by table, in primary-key order.
-
-    Works on files of schema version 1 to 3 (absent tables and columns are skipped)."""
-    present = {row[0] for row in conn.execute("select name from sqlite_master")}
-    for table in TABLES:
-        if table not in present:
-            continue
-        cursor = conn.execute(f"select * from {table} order by {ORDER[table]}")
-        names = [column[0] for column in cursor.description]
-        for values in cursor:
-            row = dict(zip(names, values, strict=True))
-            for column in JSON_COLUMNS:
-                if table == "checkpoints":
-                    row[column] = json.loads(row[column])
-            yield table, row
-
-
 def line(data: dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
 
 
-# --- reading -------------------------------------------------------------------------
+# --- reading a SQLite file -----------------------------------------------------------
+
+
+class Undecodable:
+    """Stands in for a text cell that is not UTF-8, so the row it is in can be named."""
+
+
+UNDECODABLE = Undecodable()
+
+
+def decode(data: bytes) -> str | Undecodable:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return UNDECODABLE
+
+
+@contextmanager
+def decoding(conn: sqlite3.Connection) -> Iterator[None]:
+    """Within the block, text that is not UTF-8 reads as ``UNDECODABLE`` instead of
+    failing the whole query (sqlite3's error would not say which row, and would quote it)."""
+    previous = conn.text_factory
+    conn.text_factory = decode
+    try:
+        yield
+    finally:
+        conn.text_factory = previous
+
+
+def row_name(table: str, row: dict[str, Any], number: int) -> str:
+    key = KEYS.get(table)
+    value = row.get(key) if key else None
+    return f"{table} {key} {value}" if isinstance(value, int) else f"{table} row {number}"
+
+
+def dump_rows(conn: sqlite3.Connection) -> Source:
+    """Every authoritative row of a database, table by table, in primary-key order.
+
+    Reads files of schema versions 1 to 4 (absent tables and columns are skipped).
+    Close it (``contextlib.closing``) if you stop early: it changes ``conn`` while open."""
+    with decoding(conn):
+        for table, columns in table_columns(conn).items():
+            cursor = conn.execute(
+                f"select {', '.join(columns)} from {table} order by {ORDER[table]}"
+            )
+            for number, values in enumerate(cursor, start=1):
+                row = dict(zip(columns, values, strict=True))
+                where = row_name(table, row, number)
+                yield table, plain_row(table, row, where), where
+
+
+def count_rows(conn: sqlite3.Connection) -> int:
+    return sum(
+        conn.execute(f"select count(*) from {table}").fetchone()[0] for table in table_columns(conn)
+    )
+
+
+SCHEMA_OBJECTS = f"""
+select name, type, sql from sqlite_master where name in ({", ".join(map(repr, TABLES))})
+"""
+
+
+def table_columns(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """The authoritative tables present, in ``TABLES`` order, with their columns.
+
+    Each must be a plain table (not a view or a virtual table) whose columns are amem's:
+    none unknown, none required missing."""
+    found: dict[str, list[str]] = {}
+    for name, kind, sql in conn.execute(SCHEMA_OBJECTS).fetchall():
+        if kind != "table" or not str(sql).startswith("CREATE TABLE"):
+            raise BadRow(f"{name} is not a plain table")
+        columns = [str(row[1]) for row in conn.execute(f"pragma table_info({name})")]
+        fields = MODELS[name].model_fields
+        required = {field for field, info in fields.items() if info.is_required()}
+        if not required <= set(columns) <= fields.keys():
+            raise BadRow(f"{name} does not have amem's columns")
+        found[name] = columns
+    return {table: found[table] for table in TABLES if table in found}
+
+
+def plain_row(table: str, row: dict[str, Any], where: str) -> dict[str, Any]:
+    """The row with its checkpoint lists parsed; refused if a cell is not what amem
+    stores (undecodable text, a BLOB)."""
+    for column, value in row.items():
+        if value is UNDECODABLE:
+            raise BadRow(f"{where}: its {column} is not valid UTF-8 text")
+        if isinstance(value, bytes):
+            raise BadRow(f"{where}: its {column} holds a BLOB, not text or a number")
+    if table == "checkpoints":
+        for column in JSON_COLUMNS:
+            row[column] = json_list(row[column], f"{where}: its {column}")
+    return row
+
+
+def json_list(text: object, what: str) -> Any:
+    try:
+        return json.loads(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError, RecursionError):
+        raise BadRow(f"{what} is not a JSON list") from None
+
+
+# --- reading archive lines -----------------------------------------------------------
 
 
 def reject_constant(name: str) -> float:
     raise ValueError("NaN and Infinity are not allowed")
 
 
-def parse(lines: Iterable[str]) -> Archive:
-    """Parse and validate a whole archive; ``StorageError(archive_invalid)`` names what is
-    wrong and where, without echoing stored text."""
-    rows: dict[str, list[Any]] = {table: [] for table in TABLES}
+def read_lines(handle: TextIO) -> Source:
+    """The rows of an archive, line by line, after its header and before its end line.
+
+    The end line (and its row count) is checked when the stream is exhausted: a consumer
+    must read to the end before it trusts what it read."""
     meta: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
-    count = 0
+    rows = position = 0
+    lines = iter(partial(handle.readline, MAX_LINE_CHARS + 1), "")
     for number, text in enumerate(lines, start=1):
+        if len(text) > MAX_LINE_CHARS:
+            raise BadRow(f"line {number} is longer than any line amem writes")
         if not text.strip():
             continue
         if end is not None:
-            raise invalid(f"line {number} follows the end line")
-        try:
-            data = json.loads(text, parse_constant=reject_constant)
-        except ValueError:
-            raise invalid(f"line {number} is not valid JSON (or holds NaN)") from None
-        if not isinstance(data, dict):
-            raise invalid(f"line {number} is not a JSON object")
+            raise BadRow(f"line {number} follows the end line")
+        data = parse_line(text, number)
         if meta is None:
             meta = check_header(data)
         elif data.get("end") is True:
@@ -236,86 +333,101 @@ def parse(lines: Iterable[str]) -> Archive:
         else:
             table, row = data.get("table"), data.get("row")
             if table not in MODELS or not isinstance(row, dict):
-                raise invalid(f"line {number} is not a row of a known table")
-            try:
-                rows[table].append(MODELS[table].model_validate(row))
-            except ValidationError as exc:
-                fields = MODELS[table].model_fields.keys()
-                raise invalid(
-                    f"line {number} ({table}): {validation_problems(exc, fields)}"
-                ) from None
-            count += 1
+                raise BadRow(f"line {number} is not a row of a known table")
+            if TABLES.index(table) < position:
+                raise BadRow(f"line {number}: tables must come in the order {', '.join(TABLES)}")
+            position = TABLES.index(table)
+            rows += 1
+            yield table, row, f"line {number} ({table})"
     if meta is None:
-        raise invalid("the file is empty")
-    if end is None or end.get("rows") != count:
-        raise invalid("the end line is missing or its row count differs: the file is truncated")
-    archive = Archive(schema_version=meta["schema_version"], rows=rows)
-    check_links(archive)
-    return archive
+        raise BadRow("the file is empty")
+    if end is None or end.get("rows") != rows:
+        raise BadRow("the end line is missing or its row count differs: the file is truncated")
+
+
+def parse_line(text: str, number: int) -> dict[str, Any]:
+    try:
+        data = json.loads(text, parse_constant=reject_constant)
+    except ValueError:
+        raise BadRow(f"line {number} is not valid JSON (or holds NaN)") from None
+    except RecursionError:
+        raise BadRow(f"line {number} nests deeper than any line amem writes") from None
+    if not isinstance(data, dict):
+        raise BadRow(f"line {number} is not a JSON object")
+    return data
 
 
 def check_header(data: dict[str, Any]) -> dict[str, Any]:
     if data.get("format") != FORMAT:
-        raise invalid("the first line is not an amem archive header")
+        raise BadRow("the first line is not an amem archive header")
     version = data.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
-        raise invalid("the archive format version is newer than this amem reads")
+        raise BadRow("the archive format version is newer than this amem reads")
     schema = data.get("schema_version")
     if not isinstance(schema, int) or not 1 <= schema <= SCHEMA_VERSION:
-        raise invalid("the archive's schema version is newer than this amem reads")
+        raise BadRow("the archive's schema version is newer than this amem reads")
     return data
 
 
-def check_links(archive: Archive) -> None:
-    """Cross-row rules: unique keys, quotes, roles, scope links, checkpoint coverage."""
-    events: dict[str, EventRow] = {}
-    by_seq: dict[int, EventRow] = {}
-    for event in archive.rows["events"]:
-        if event.id in events or event.seq in by_seq:
-            raise invalid(f"event seq {event.seq}: its id or seq appears twice")
-        events[event.id] = by_seq[event.seq] = event
-    versions = {(p.persona, p.version) for p in archive.rows["personas"]}
-    if len(versions) != len(archive.rows["personas"]):
-        raise invalid("a persona version appears twice")
-    memories: dict[str, MemoryRow] = {}
-    for memory in archive.rows["memories"]:
-        check_memory(memory, events, memories)
-        memories[memory.id] = memory
-    for relation in archive.rows["relations"]:
-        ends = [memories.get(relation.from_id), memories.get(relation.to_id)]
-        if any(end is None or (end.persona, end.project) != (relation.persona, relation.project)
-               for end in ends):  # fmt: skip
-            raise invalid("a relation links a missing memory or crosses scopes")
-    for checkpoint in archive.rows["checkpoints"]:
-        covered = by_seq.get(checkpoint.covered_seq or 0)
-        if checkpoint.covered_seq is not None and (
-            covered is None
-            or (covered.persona, covered.project, covered.session)
-            != (checkpoint.persona, checkpoint.project, checkpoint.session)
-        ):
-            raise invalid(f"checkpoint {checkpoint.num} covers an event outside its session")
+# --- validating a row ----------------------------------------------------------------
+
+EVENT_BY_ID = "select persona, project, text, category, role from events where id = ?"
+EVENT_BY_SEQ = "select persona, project, session from events where seq = ?"
+MEMORY_SCOPE = "select persona, project from memories where id = ?"
 
 
-def check_memory(
-    memory: MemoryRow, events: dict[str, EventRow], seen: dict[str, MemoryRow]
-) -> None:
-    where = f"memory {memory.num}"
-    if memory.id in seen:
-        raise invalid(f"{where}: its id appears twice")
-    event = events.get(memory.event_id)
-    if event is None or (event.persona, event.project) != (memory.persona, memory.project):
-        raise invalid(f"{where}: its source event is missing or in another scope")
-    if event.text[memory.quote_start : memory.quote_end] != memory.quote:
-        raise invalid(f"{where}: its quote does not occur in its event at the stored span")
-    if event.category in ("reference", "persona"):
-        raise invalid(f"{where}: derived from an archived reference or persona event")
-    role = {"user_statement": "user", "assistant_expression": "assistant"}.get(memory.basis)
-    if role is not None and event.role != role:
-        raise invalid(f"{where}: its basis does not fit its event's role")
+def checked_row(conn: sqlite3.Connection, table: str, values: dict[str, Any], where: str) -> Row:
+    """The row validated: its shape, then its links to the rows ``conn`` already holds
+    (tables load in ``TABLES`` order, so everything a row points at comes first).
+
+    Returns the row as it is stored: a checkpoint whose covered event is absent (it was
+    erased) covers nothing. Unique keys are left to the database's own constraints."""
+    try:
+        row = MODELS[table].model_validate(values)
+    except ValidationError as exc:
+        problems = validation_problems(exc, MODELS[table].model_fields.keys())
+        raise BadRow(f"{where}: {problems}") from None
+    if isinstance(row, MemoryRow):
+        check_memory(conn, row, where)
+    elif isinstance(row, RelationRow):
+        check_relation(conn, row, where)
+    elif isinstance(row, CheckpointRow):
+        return covered(conn, row, where)
+    return row
+
+
+def check_memory(conn: sqlite3.Connection, memory: MemoryRow, where: str) -> None:
+    event = conn.execute(EVENT_BY_ID, (memory.event_id,)).fetchone()
+    if event is None or tuple(event[:2]) != (memory.persona, memory.project):
+        raise BadRow(f"{where}: its source event is missing or in another scope")
+    _, _, text, category, role = event
+    if text[memory.quote_start : memory.quote_end] != memory.quote:
+        raise BadRow(f"{where}: its quote does not occur in its event at the stored span")
+    if category in ("reference", "persona"):
+        raise BadRow(f"{where}: derived from an archived reference or persona event")
+    expected = {"user_statement": "user", "assistant_expression": "assistant"}.get(memory.basis)
+    if expected is not None and role != expected:
+        raise BadRow(f"{where}: its basis does not fit its event's role")
     if memory.basis == "inference" and (memory.fact_key is not None or memory.kind == "growth"):
-        raise invalid(f"{where}: an inference with a fact key or as growth")
+        raise BadRow(f"{where}: an inference with a fact key or as growth")
     if memory.emotion is not None and memory.basis != "assistant_expression":
-        raise invalid(f"{where}: an emotion not expressed by the assistant")
-    values = (memory.valence, memory.arousal)
-    if any(v is not None and not math.isfinite(v) for v in values):
-        raise invalid(f"{where}: an emotion value is not finite")
+        raise BadRow(f"{where}: an emotion not expressed by the assistant")
+
+
+def check_relation(conn: sqlite3.Connection, relation: RelationRow, where: str) -> None:
+    scope = (relation.persona, relation.project)
+    for end in (relation.from_id, relation.to_id):
+        found = conn.execute(MEMORY_SCOPE, (end,)).fetchone()
+        if found is None or tuple(found) != scope:
+            raise BadRow(f"{where}: a relation links a missing memory or crosses scopes")
+
+
+def covered(conn: sqlite3.Connection, checkpoint: CheckpointRow, where: str) -> CheckpointRow:
+    if checkpoint.covered_seq is None:
+        return checkpoint
+    owner = conn.execute(EVENT_BY_SEQ, (checkpoint.covered_seq,)).fetchone()
+    if owner is None:  # erased after the checkpoint was saved
+        return checkpoint.model_copy(update={"covered_seq": None})
+    if tuple(owner) != (checkpoint.persona, checkpoint.project, checkpoint.session):
+        raise BadRow(f"{where}: it covers an event outside its session")
+    return checkpoint

@@ -1,7 +1,9 @@
 """Host-reported task checkpoints. amem records them; it cannot verify the work happened.
 
 Correction and deletion invalidate every checkpoint of the affected scope, because task
-prose cannot be reliably scrubbed of what was removed.
+prose cannot be reliably scrubbed of what was removed. Deletion also clears the
+``covered_seq`` of a checkpoint whose covered event it erased: the seq would name an
+event that no longer exists (and that an import could give to a later event).
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ order by num desc limit 1
 INVALIDATE = """
 update checkpoints set invalidated_at = ?
 where persona = ? and project = ? and invalidated_at is null
+"""
+UNCOVER_ERASED = """
+update checkpoints set covered_seq = null
+where persona = ? and project = ? and covered_seq is not null
+  and not exists (select 1 from events where seq = checkpoints.covered_seq)
 """
 
 
@@ -68,6 +75,14 @@ def latest_checkpoint(
 
 def invalidate_checkpoints(conn: sqlite3.Connection, persona: str, project: str, now: str) -> int:
     return conn.execute(INVALIDATE, (now, persona, project)).rowcount
+
+
+def invalidate_after_deletion(
+    conn: sqlite3.Connection, persona: str, project: str, now: str
+) -> int:
+    """After events of the scope were erased: clear what covered them, invalidate all."""
+    conn.execute(UNCOVER_ERASED, (persona, project))
+    return invalidate_checkpoints(conn, persona, project, now)
 
 
 def checkpoint_from_row(row: Sequence[object]) -> Checkpoint:

@@ -241,10 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
             run_import,
             "load an archive into an empty database",
             (
-                "Validate the whole archive at PATH (shape, times, quotes, roles, scope links, "
-                "checkpoint coverage), then load it into the database, which must be empty, and "
-                "rebuild the search index. A bad archive is refused (archive_invalid) and nothing "
-                "is written. Run reindex afterwards for vectors."
+                "Load the archive at PATH into the database, which must be empty, and rebuild "
+                "the search index, in one transaction that validates every row as it streams "
+                "in (shape, times, quotes, roles, scope links, checkpoint coverage). A bad "
+                "archive is refused (archive_invalid) and nothing is written. Progress goes to "
+                "stderr. Run reindex afterwards for vectors."
             ),
         ),
         (
@@ -253,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
             "copy the database to a new file (safe while in use)",
             (
                 "Copy the database to a new file at PATH with SQLite's backup API, consistent "
-                "even while other processes write. Never overwrites."
+                "even while other processes write. Never overwrites; the copy is readable by "
+                "its owner only."
             ),
         ),
         (
@@ -262,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
             "load a backup file into an empty database",
             (
                 "Read the backup file at PATH without changing it, validate it like an archive, "
-                "load it into the database (which must be empty) and rebuild the search index."
+                "load it into the database (which must be empty) and rebuild the search index. "
+                "Progress goes to stderr."
             ),
         ),
     ):
@@ -275,8 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
         "check the database and say how to fix problems",
         (
             "Check integrity, foreign keys, the search index against its content (FTS5), "
-            "search coverage, pending and failed extractions, vector coverage and the schema "
-            "version; print counts. Exits 1 when it finds a problem, with what to run."
+            "search coverage, text encoding, whether an export would import, pending and "
+            "failed extractions, vector coverage and the schema version; print counts. Exits "
+            "1 when it finds a problem, with what to run."
         ),
     )
     doctor.add_argument(
@@ -642,7 +646,7 @@ async def run_export(args: argparse.Namespace) -> int:
 
 async def run_import(args: argparse.Namespace) -> int:
     async with opened(args) as (memory, _):
-        result = await memory.import_archive(args.path, progress=progress("index"))
+        result = await memory.import_archive(args.path, progress=progress("import"))
     show(
         args,
         result,
@@ -661,7 +665,7 @@ async def run_backup(args: argparse.Namespace) -> int:
 
 async def run_restore(args: argparse.Namespace) -> int:
     async with opened(args) as (memory, _):
-        result = await memory.restore(args.path, progress=progress("index"))
+        result = await memory.restore(args.path, progress=progress("restore"))
     show(args, result, f"restored {sum(result.counts.values())} rows into {memory.path}")
     return 0
 

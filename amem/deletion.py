@@ -4,7 +4,8 @@ What goes, in one transaction: the source event, every memory derived from it, a
 connected correction lineage in both directions, followed to its end (a lineage memory's
 source event goes too, and with it every memory derived from that event). With them go
 their search rows, vectors and relation edges. Memories linked to them only by
-``related`` survive (the link does not). Every checkpoint of the scope is invalidated.
+``related`` survive (the link does not). Every checkpoint of the scope is invalidated,
+and one that covered an erased event covers nothing.
 Closed validity intervals of surviving facts are left as they are.
 
 ``secure_delete`` zeroes the freed pages. FTS5 keeps a deleted row's terms in its index
@@ -19,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 
 from . import search
-from .checkpoints import invalidate_checkpoints
+from .checkpoints import invalidate_after_deletion
 from .errors import NotFound
 from .models import Deletion
 
@@ -61,7 +62,7 @@ def delete(
     return Deletion(
         persona=persona, project=project, event_ids=event_ids, memory_ids=memory_ids,
         relations=len(relation_ids), search_rows=search_rows, vectors=vectors,
-        checkpoints_invalidated=invalidate_checkpoints(conn, persona, project, now),
+        checkpoints_invalidated=invalidate_after_deletion(conn, persona, project, now),
     )  # fmt: skip
 
 

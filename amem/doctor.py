@@ -3,15 +3,19 @@
 Checks the schema version, SQLite's ``integrity_check`` and ``foreign_key_check``, the
 FTS5 index against its content table (``integrity-check``: ``PRAGMA integrity_check``
 does not see FTS drift), search coverage (every current memory and conversation event
-indexed, no index row pointing at nothing), extractions left pending or failed, vector
-coverage and interrupted reindexes, and reports table counts.
+indexed, no index row pointing at nothing), text that does not decode, whether an export
+would import (the rows as export reads them, through import's own validation),
+extractions left pending or failed, vector coverage and interrupted reindexes, and
+reports table counts.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from contextlib import closing
 
-from . import search
+from . import archive, search
 from .config import Settings
 from .db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
 from .models import DoctorCheck, DoctorReport
@@ -40,10 +44,17 @@ where m.revoked_at is null and v.fingerprint = ?
 """
 STAGED = "select count(*) from embeddings where fingerprint like 'staging:%'"
 REBUILD_HINT = "run `amem doctor --rebuild-index` (rebuilds the search index from the data)"
+REPAIR_HINT = (
+    "restore the latest backup (`amem restore`) into a new file, or repair or delete the "
+    "named row with the sqlite3 shell"
+)
 
 
-def examine(conn: sqlite3.Connection, settings: Settings) -> DoctorReport:
-    """Every check, run on one connection (the FTS check needs a writable one)."""
+def examine(
+    conn: sqlite3.Connection, settings: Settings, row_checks: Sequence[DoctorCheck] = ()
+) -> DoctorReport:
+    """Every check, run on one connection (the FTS check needs a writable one), with the
+    ``row_checks`` already run on a read snapshot."""
     checks = [
         schema_check(conn),
         pragma_check(conn, "integrity", "pragma integrity_check", ["ok"],
@@ -53,6 +64,7 @@ def examine(conn: sqlite3.Connection, settings: Settings) -> DoctorReport:
         fts_check(conn),
         count_check(conn, "search coverage", UNINDEXED, "current memories or events not indexed"),
         count_check(conn, "search orphans", ORPHANED, "index rows pointing at nothing"),
+        *row_checks,
         *extraction_checks(conn),
         *vector_checks(conn, settings),
     ]  # fmt: skip
@@ -101,6 +113,51 @@ def count_check(conn: sqlite3.Connection, name: str, sql: str, what: str) -> Doc
     return DoctorCheck(
         name=name, ok=count == 0, detail=f"{count} {what}" if count else "ok",
         fix=REBUILD_HINT if count else None,
+    )  # fmt: skip
+
+
+def row_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
+    """The checks that read every row (about 40 s for a million events): run them on a
+    read snapshot, so writers are not kept waiting for the write lock meanwhile."""
+    return [text_check(conn), archive_check(conn)]
+
+
+def text_check(conn: sqlite3.Connection) -> DoctorCheck:
+    """Every text cell of every table decodes as UTF-8. SQLite stores whatever bytes it
+    is given; a cell written around amem can hold bytes no reader can decode."""
+    with archive.decoding(conn):
+        bad = next(filter(None, (undecodable_row(conn, table) for table in COUNTED)), None)
+    return DoctorCheck(
+        name="text encoding", ok=bad is None,
+        detail="ok" if bad is None else f"{bad}: a text cell is not valid UTF-8",
+        fix=None if bad is None else REPAIR_HINT,
+    )  # fmt: skip
+
+
+def undecodable_row(conn: sqlite3.Connection, table: str) -> str | None:
+    """The first row of ``table`` holding undecodable text, by name (blobs unread)."""
+    columns = [row[1] for row in conn.execute(f"pragma table_info({table})") if row[2] != "BLOB"]
+    cursor = conn.execute(f"select {', '.join(columns)} from {table}")
+    for number, values in enumerate(cursor, start=1):
+        if any(value is archive.UNDECODABLE for value in values):
+            return archive.row_name(table, dict(zip(columns, values, strict=True)), number)
+    return None
+
+
+def archive_check(conn: sqlite3.Connection) -> DoctorCheck:
+    """Would this database's export import? Its rows, read as export reads them, through
+    import's validation, each looked up against the database's other rows."""
+    try:
+        with closing(archive.dump_rows(conn)) as rows:
+            for table, values, where in rows:
+                archive.checked_row(conn, table, values, where)
+        problem = None
+    except archive.BadRow as exc:
+        problem = str(exc)
+    return DoctorCheck(
+        name="archive", ok=problem is None,
+        detail="ok" if problem is None else f"an export would not import: {problem}",
+        fix=None if problem is None else REPAIR_HINT,
     )  # fmt: skip
 
 

@@ -35,6 +35,7 @@ from . import (
     evidence,
     extraction,
     facts,
+    files,
     ops,
     personas,
     relations,
@@ -42,7 +43,6 @@ from . import (
     search,
     status,
 )
-from .archive import Archive
 from .config import Settings
 from .db.database import Database
 from .errors import Closed, InvalidInput, UpstreamError
@@ -241,24 +241,27 @@ class Memory:
         archive at ``path`` (never overwritten; appears atomically). ``root`` confines
         the path to a directory. ``progress(done, total)`` is called from a worker thread.
         """
-        target = await anyio.to_thread.run_sync(ops.checked_target, path, root)
+        target = await anyio.to_thread.run_sync(files.checked_target, path, root)
         counts = await self._read(partial(ops.write_archive, target=target, progress=progress))
         return ArchiveResult(path=str(target), counts=counts)
 
     async def import_archive(
         self, path: str | os.PathLike[str], *, progress: Progress | None = None
     ) -> ArchiveResult:
-        """Load an archive into this (empty) database: the whole archive is validated
-        before anything is committed; the search index is rebuilt. Vectors need ``reindex``.
+        """Load an archive into this (empty) database and rebuild the search index.
+
+        The archive is read as a stream, in one write transaction: every row is validated
+        before it is inserted, and nothing is committed unless the whole archive is valid.
+        ``progress(done, total)`` counts rows, from the writer's thread. Vectors need
+        ``reindex``.
         """
-        data = await anyio.to_thread.run_sync(ops.read_archive, path)
-        return ArchiveResult(path=str(path), counts=await self._load(data, progress))
+        return await self._load(ops.import_archive, path, progress)
 
     async def backup(
         self, path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
     ) -> ArchiveResult:
         """Copy the database to a new file with SQLite's backup API, while writers run."""
-        target = await anyio.to_thread.run_sync(ops.checked_target, path, root)
+        target = await anyio.to_thread.run_sync(files.checked_target, path, root)
         await anyio.to_thread.run_sync(ops.backup_file, self._db.path, target)
         return ArchiveResult(path=str(target), counts={})
 
@@ -266,29 +269,28 @@ class Memory:
         self, path: str | os.PathLike[str], *, progress: Progress | None = None
     ) -> ArchiveResult:
         """Load a backup file into this (empty) database, through the same validation as
-        an archive, and rebuild the search index."""
-        data = await anyio.to_thread.run_sync(ops.read_backup, path)
-        return ArchiveResult(path=str(path), counts=await self._load(data, progress))
+        an archive (and the same single transaction), and rebuild the search index."""
+        return await self._load(ops.restore_backup, path, progress)
 
-    async def _load(self, data: Archive, progress: Progress | None) -> dict[str, int]:
-        plan = ops.index_plan(data)
-        segmented: list[str] = []
-        for start in range(0, len(plan), 1000):
-            segmented += await segment_off_loop([doc[4] for doc in plan[start : start + 1000]])
-            if progress:
-                progress(len(segmented), len(plan))
-        docs = [(*doc[:4], tokens) for doc, tokens in zip(plan, segmented, strict=True)]
-        return await self._write(partial(ops.load, data=data, docs=docs))
+    async def _load(
+        self, load: ops.Load, path: str | os.PathLike[str], progress: Progress | None
+    ) -> ArchiveResult:
+        counts = await self._write(partial(load, path=path, progress=progress))
+        return ArchiveResult(path=str(path), counts=counts)
 
     async def doctor(self, *, rebuild_index: bool = False) -> DoctorReport:
         """Check the database's health (see docs/operations.md); ``rebuild_index`` first
-        rebuilds the search index from the data. Holds the write lock while it checks."""
+        rebuilds the search index from the data. The checks that read every row run on a
+        read snapshot; the others hold the write lock while they check."""
         if rebuild_index:
             sources = await self._read(doctor.index_sources)
             segmented = await segment_off_loop([source[4] for source in sources])
             docs = [(*s[:4], t) for s, t in zip(sources, segmented, strict=True)]
             await self._write(partial(doctor.rebuild_index, docs=docs))
-        return await self._write(partial(doctor.examine, settings=self.settings))
+        row_checks = await self._read(doctor.row_checks)
+        return await self._write(
+            partial(doctor.examine, settings=self.settings, row_checks=row_checks)
+        )
 
     async def aclose(self) -> None:
         """Cancel model calls, let queued writes commit, refuse new work. ``open`` calls it."""

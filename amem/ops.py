@@ -1,183 +1,199 @@
-"""Operations: export, import, backup, restore, and rebuilding the search index.
+"""Operations: export, import, backup and restore, each a plain function of a connection.
 
-Files amem writes (archives, backups) appear atomically and never replace anything: the
-data goes to a private temporary file in the target directory, is fsynced, then linked
-to the target name, which fails if the name exists (``target_exists``). A path with a
-``..`` component is refused, and a symlink at the target is never followed
-(``path_not_allowed``). Imports and restores require an empty destination and validate
-the whole archive before committing anything (``archive_invalid``).
+Exports and backups write new files the way ``files`` describes. Imports and restores
+stream rows into an empty destination inside the writer's ONE transaction: each row is
+validated as it comes (``archive.checked_row``: shape, then its links, looked up among
+the rows already inserted) and inserted with its search-index entry; the first problem
+raises and the writer rolls everything back. So memory stays flat however large the
+archive is, and nothing is committed unless the whole archive is valid
+(``archive_invalid``).
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import sqlite3
-import uuid
-from collections.abc import Callable
-from contextlib import closing, suppress
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import archive, search
-from .archive import Archive
+from . import archive, files, search
+from .archive import BadRow, Row, Source
 from .db.drivers import open_sqlite
 from .db.schema import SCHEMA_VERSION
 from .db.writer import storage_error
 from .errors import InvalidInput, StorageError
 from .facts import FADING_KINDS, topic_cue
 from .inputs import db_time, utc_now
+from .text import segment
 
 Progress = Callable[[int, int], None]
+Load = Callable[..., dict[str, int]]
+"""``import_archive`` or ``restore_backup``: ``fn(conn, path=..., progress=...)``."""
+PROGRESS_EVERY = 1000
 
 
-def private_temp(target: Path) -> Path:
-    return target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-
-
-def checked_target(path: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> Path:
-    """The absolute target path, refused if it climbs with ``..``, leaves ``root``, is a
-    symlink, or exists."""
-    path = Path(path)
-    if ".." in path.parts:
-        raise InvalidInput("the path must not contain '..'", code="path_not_allowed")
-    try:
-        parent = path.expanduser().absolute().parent.resolve(strict=True)
-    except (FileNotFoundError, NotADirectoryError):
-        raise InvalidInput("the target directory does not exist", code="path_not_allowed") from None
-    if root is not None and not parent.is_relative_to(Path(root).resolve()):
-        raise InvalidInput("the path leads outside the allowed directory", code="path_not_allowed")
-    target = parent / path.name
-    if target.is_symlink():
-        raise InvalidInput(
-            "the target is a symlink; amem does not follow it", code="path_not_allowed"
-        )
-    if target.exists():
-        raise StorageError("the target file exists; amem never overwrites", code="target_exists")
-    return target
-
-
-def os_error(what: str, exc: OSError) -> StorageError:
-    """A failed file write; the partial file is always removed by the caller."""
-    code = (
-        "storage_full"
-        if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
-        else "storage_error"
-    )
-    return StorageError(
-        f"{what} ({exc.strerror or 'I/O error'}); no partial file is left", code=code
-    )
-
-
-def publish(temp: Path, target: Path) -> None:
-    """fsync ``temp`` and give it the ``target`` name, which must not exist yet."""
-    with open(temp, "rb+") as handle:
-        os.fsync(handle.fileno())
-    try:
-        os.link(temp, target)  # unlike rename, never replaces an existing file
-    except FileExistsError:
-        raise StorageError(
-            "the target file exists; amem never overwrites", code="target_exists"
-        ) from None
-    finally:
-        temp.unlink(missing_ok=True)
-    directory = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+# --- export and backup -----------------------------------------------------------------
 
 
 def write_archive(
     conn: sqlite3.Connection, target: Path, progress: Progress | None
 ) -> dict[str, int]:
     """Run on a reader connection inside one read transaction: a consistent snapshot."""
-    temp = private_temp(target)
     counts: dict[str, int] = dict.fromkeys(archive.TABLES, 0)
-    total = sum(
-        conn.execute(f"select count(*) from {table}").fetchone()[0] for table in archive.TABLES
-    )
     try:
-        with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w",
-                  encoding="utf-8") as out:  # fmt: skip
-            version = conn.execute("pragma user_version").fetchone()[0]
-            out.write(archive.line(archive.header(version, db_time(utc_now()))))
-            for table, row in archive.dump_rows(conn):
-                out.write(archive.line({"table": table, "row": row}))
-                counts[table] += 1
-                done = sum(counts.values())
-                if progress and (done % 1000 == 0 or done == total):
-                    progress(done, total)
-            out.write(archive.line({"end": True, "rows": sum(counts.values())}))
-        publish(temp, target)
+        total = archive.count_rows(conn)
+        with files.private_temp(target) as temp:
+            with (
+                open(os.open(temp, os.O_WRONLY | os.O_NOFOLLOW), "w", encoding="utf-8") as out,
+                closing(archive.dump_rows(conn)) as rows,
+            ):
+                version = conn.execute("pragma user_version").fetchone()[0]
+                out.write(archive.line(archive.header(version, db_time(utc_now()))))
+                for table, row, where in rows:
+                    out.write(row_line(table, row, where))
+                    counts[table] += 1
+                    report(progress, sum(counts.values()), total)
+                out.write(archive.line({"end": True, "rows": sum(counts.values())}))
+            report(progress, sum(counts.values()), total, final=True)
+            files.publish(temp, target)
     except OSError as exc:
-        raise os_error("writing the archive failed", exc) from None
-    finally:
-        with suppress(OSError):
-            temp.unlink(missing_ok=True)
+        raise files.os_error("writing the archive failed", exc) from None
+    except BadRow as exc:
+        raise StorageError(f"{exc}; nothing was exported") from None
     return counts
 
 
-def read_archive(path: str | os.PathLike[str]) -> Archive:
+def row_line(table: str, row: dict[str, Any], where: str) -> str:
     try:
-        with open(path, encoding="utf-8") as handle:
-            return archive.parse(handle)
-    except UnicodeDecodeError:
-        raise archive.invalid("the file is not UTF-8 text") from None
-    except FileNotFoundError:
-        raise InvalidInput("the archive file does not exist") from None
+        return archive.line({"table": table, "row": row})
+    except ValueError:
+        raise BadRow(f"{where}: it holds NaN or an infinity") from None
 
 
-def read_backup(path: str | os.PathLike[str]) -> Archive:
-    """A SQLite backup, read without writing to it, as a validated archive."""
-    source = Path(path)
-    if not source.is_file():
-        raise InvalidInput("the backup file does not exist")
-    try:
-        conn = open_sqlite(str(source), readonly=True)
-    except sqlite3.Error:
-        raise archive.invalid("the backup cannot be opened as SQLite") from None
-    with closing(conn):
-        try:
-            version = conn.execute("pragma user_version").fetchone()[0]
-            if not 1 <= version <= SCHEMA_VERSION:
-                raise archive.invalid("the backup's schema version is not one this amem reads")
-            lines = [archive.line(archive.header(version, db_time(utc_now())))]
-            lines += [archive.line({"table": t, "row": r}) for t, r in archive.dump_rows(conn)]
-        except sqlite3.DatabaseError:
-            raise archive.invalid("the backup is not a readable amem database") from None
-    lines.append(archive.line({"end": True, "rows": len(lines) - 1}))
-    return archive.parse(lines)
+def report(progress: Progress | None, done: int, total: int, *, final: bool = False) -> None:
+    """Every ``PROGRESS_EVERY`` rows, and once at the end (``total`` may be an estimate)."""
+    if progress and (final or (done % PROGRESS_EVERY == 0 and done < total)):
+        progress(done, done if final else total)
 
 
 def backup_file(db_path: Path, target: Path) -> None:
     """Copy the database with SQLite's backup API (consistent while writers run)."""
-    temp = private_temp(target)
     try:
-        with closing(open_sqlite(str(db_path), readonly=True)) as source, closing(
-            sqlite3.connect(temp)
-        ) as copy:  # fmt: skip
-            source.backup(copy)
-            copy.execute("pragma journal_mode = delete")  # one self-contained file
-        os.chmod(temp, 0o600)
-        publish(temp, target)
+        with files.private_temp(target) as temp:  # 0600 before SQLite opens it
+            with (
+                closing(open_sqlite(str(db_path), readonly=True)) as source,
+                closing(sqlite3.connect(temp)) as copy,
+            ):
+                source.backup(copy)
+                copy.execute("pragma journal_mode = delete")  # one self-contained file
+            files.publish(temp, target)
     except OSError as exc:
-        raise os_error("writing the backup failed", exc) from None
+        raise files.os_error("writing the backup failed", exc) from None
     except sqlite3.Error as exc:
         raise storage_error(exc) from None
-    finally:
-        with suppress(OSError):
-            temp.unlink(missing_ok=True)
 
 
-# --- loading an archive ----------------------------------------------------------------
+# --- import and restore ------------------------------------------------------------------
+
+
+def import_archive(
+    conn: sqlite3.Connection, path: str | os.PathLike[str], progress: Progress | None
+) -> dict[str, int]:
+    """Run by the writer: load the archive at ``path`` into this empty database."""
+    require_empty(conn)
+    try:
+        total = max(0, count_lines(path) - 2)  # less the header and the end line
+        with open(path, encoding="utf-8") as handle:
+            return load(conn, archive.read_lines(handle), total, progress)
+    except FileNotFoundError:
+        raise InvalidInput("the archive file does not exist") from None
+    except UnicodeDecodeError:
+        raise archive.invalid("the file is not UTF-8 text") from None
+    except BadRow as exc:
+        raise archive.invalid(str(exc)) from None
+    except OSError as exc:
+        raise StorageError(f"the archive cannot be read ({exc.strerror or 'I/O error'})") from None
+
+
+def count_lines(path: str | os.PathLike[str]) -> int:
+    with open(path, "rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(partial(handle.read, 1 << 20), b""))
+
+
+def restore_backup(
+    conn: sqlite3.Connection, path: str | os.PathLike[str], progress: Progress | None
+) -> dict[str, int]:
+    """Run by the writer: load the SQLite backup at ``path`` (read, never written) into
+    this empty database, through the same validation as an archive."""
+    require_empty(conn)
+    if not Path(path).is_file():
+        raise InvalidInput("the backup file does not exist")
+    try:
+        source = open_sqlite(str(path), readonly=True)
+    except sqlite3.Error:
+        raise archive.invalid("the backup cannot be opened as SQLite") from None
+    with closing(source):
+        source.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, archive.MAX_CELL_BYTES)
+        try:
+            with unreadable_backup():
+                version = source.execute("pragma user_version").fetchone()[0]
+                if not 1 <= version <= SCHEMA_VERSION:
+                    raise BadRow("the backup's schema version is not one this amem reads")
+                total = archive.count_rows(source)
+            return load(conn, backup_rows(source), total, progress)
+        except BadRow as exc:
+            raise archive.invalid(str(exc)) from None
+
+
+def backup_rows(source: sqlite3.Connection) -> Source:
+    with unreadable_backup(), closing(archive.dump_rows(source)) as rows:
+        yield from rows
+
+
+@contextmanager
+def unreadable_backup() -> Iterator[None]:
+    """The backup's own SQLite errors (not the destination's) refuse it."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        name = getattr(exc, "sqlite_errorname", type(exc).__name__)
+        raise BadRow(f"the backup is not a readable amem database ({name})") from None
+
 
 IS_EMPTY = """
 select not exists (select 1 from events) and not exists (select 1 from personas)
    and not exists (select 1 from memories) and not exists (select 1 from checkpoints)
    and not exists (select 1 from capture_cursors)
 """
+
+
+def require_empty(conn: sqlite3.Connection) -> None:
+    if not conn.execute(IS_EMPTY).fetchone()[0]:
+        raise StorageError(
+            "the destination already holds data; import into a new file", code="target_exists"
+        )
+
+
+def load(
+    conn: sqlite3.Connection, rows: Source, total: int, progress: Progress | None
+) -> dict[str, int]:
+    """Validate, insert and index ``rows`` in the caller's transaction; counts per table."""
+    counts: dict[str, int] = dict.fromkeys(archive.TABLES, 0)
+    done = 0
+    for table, values, where in rows:
+        row = archive.checked_row(conn, table, values, where)
+        insert(conn, table, row, where)
+        counts[table] += 1
+        done += 1
+        report(progress, done, total)
+    report(progress, done, total, final=True)
+    return counts
+
+
 INSERTS = {
     "events": """insert into events (seq, id, persona, project, session, role, category,
         source, text, occurred_at, ingested_at, status, error, attempts)
@@ -203,49 +219,37 @@ INSERTS = {
         last_event_id, updated_at) values (:persona, :project, :instance, :position,
         :last_event_id, :updated_at)""",
 }
+DOC_KINDS = {"events": "event", "memories": "memory"}
 
 
-Doc = tuple[str, str, str, str, str]
-"""``(doc_kind, ref, persona, project, text or tokens)`` of one search document."""
+def insert(conn: sqlite3.Connection, table: str, row: Row, where: str) -> None:
+    """Insert one validated row and its search-index entry.
+
+    The text is segmented (jieba) right here, on the writer's thread inside the load's
+    transaction: the destination is empty and this transaction holds its write lock for
+    the whole load anyway, so nothing waits that would not wait regardless, and the
+    event loop never runs it."""
+    values = row.model_dump()
+    tokens = segment(values["text"]) if indexed(table, values) else None
+    if table == "checkpoints":
+        for column in archive.JSON_COLUMNS:
+            values[column] = json.dumps(values[column], ensure_ascii=False)
+    if table == "memories" and tokens is not None and needs_cue(values):
+        values["cue_key"] = topic_cue(tokens)
+    try:
+        conn.execute(INSERTS[table], values)
+    except sqlite3.IntegrityError:
+        raise BadRow(f"{where}: its id or key appears twice") from None
+    if tokens is not None:
+        persona, project, ref = values["persona"], values["project"], values["id"]
+        search.index_doc(conn, persona, project, DOC_KINDS[table], ref, tokens)
 
 
-def index_plan(data: Archive) -> list[Doc]:
-    """What the search index holds for an archive: indexed events, current memories."""
-    docs = [
-        ("event", e.id, e.persona, e.project, e.text)
-        for e in data.rows["events"]
-        if e.category in search.INDEXED_CATEGORIES
-    ]
-    docs += [
-        ("memory", m.id, m.persona, m.project, m.text)
-        for m in data.rows["memories"]
-        if m.revoked_at is None
-    ]
-    return docs
-
-
-def load(conn: sqlite3.Connection, data: Archive, docs: list[Doc]) -> dict[str, int]:
-    """Insert a validated archive into an empty database and index it, in one transaction.
-
-    ``docs`` is ``index_plan(data)`` with each text replaced by its segmented tokens.
-    """
-    if not conn.execute(IS_EMPTY).fetchone()[0]:
-        raise StorageError(
-            "the destination already holds data; import into a new file", code="target_exists"
-        )
-    tokens = {(kind, ref): segmented for kind, ref, _, _, segmented in docs}
-    for table in archive.TABLES:
-        for row in data.rows[table]:
-            values = row.model_dump()
-            if table == "checkpoints":
-                for column in archive.JSON_COLUMNS:
-                    values[column] = json.dumps(values[column], ensure_ascii=False)
-            if table == "memories" and needs_cue(values):
-                values["cue_key"] = topic_cue(tokens[("memory", values["id"])])
-            conn.execute(INSERTS[table], values)
-    for kind, ref, persona, project, segmented in docs:
-        search.index_doc(conn, persona, project, kind, ref, segmented)
-    return data.count()
+def indexed(table: str, row: dict[str, Any]) -> bool:
+    """The search index holds conversation and correction events and current memories."""
+    if table == "events":
+        return row["category"] in search.INDEXED_CATEGORIES
+    return table == "memories" and row["revoked_at"] is None
 
 
 def needs_cue(memory: dict[str, Any]) -> bool:

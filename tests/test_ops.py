@@ -231,6 +231,11 @@ def spoil_basis(lines: list[dict[str, Any]]) -> None:
     memory_quoting(lines, "我很开心")["basis"] = "user_statement"
 
 
+def cover_another_scope(lines: list[dict[str, Any]]) -> None:
+    other = next(row for row in rows_of(lines, "events") if row["id"] == "o1")
+    rows_of(lines, "checkpoints")[0]["covered_seq"] = other["seq"]
+
+
 def duplicate_event(lines: list[dict[str, Any]]) -> None:
     lines.insert(2, lines[1])
     lines[-1]["rows"] += 1
@@ -280,8 +285,8 @@ BAD_ARCHIVES: dict[str, tuple[Spoil, str]] = {
         set_row("checkpoints", lambda r: True, session="elsewhere"),
         "covers an event outside its session",
     ),
-    "checkpoint covering a missing event": (
-        set_row("checkpoints", lambda r: True, covered_seq=999),
+    "checkpoint covering another scope's event": (
+        changed(cover_another_scope),
         "covers an event outside its session",
     ),
     "unknown field": (
@@ -610,7 +615,7 @@ def test_cli_export_import_backup_restore_doctor(tmp_path: Path) -> None:
     result = amem_cli("import", "--db", tmp_path / "b.db", tmp_path / "a.jsonl")
     assert result.returncode == 0, result.stderr
     assert "imported 16 rows" in result.stdout
-    assert "index:" in result.stderr
+    assert "import: 16/16" in result.stderr
 
     result = amem_cli("import", "--db", tmp_path / "b.db", tmp_path / "a.jsonl")
     assert result.returncode == 1
