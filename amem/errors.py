@@ -6,8 +6,9 @@ AmemError (code: str)
   Conflict          duplicate_conflict, version_conflict
   NotFound          not_found
   BudgetTooSmall    insufficient_budget
-  StorageError      schema_too_new, not_amem_database, not_a_database, storage_full,
-                    database_busy, storage_error, archive_invalid, target_exists
+  StorageError      schema_too_new, not_amem_database, not_a_database, read_only,
+                    storage_full, database_busy, storage_error, archive_invalid,
+                    target_exists
   UpstreamError     extraction_failed, embedding_failed
   Closed            closed
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from . import archive, files, search
 from .archive import BadRow, Row, Source
+from .db.database import read_only_storage
 from .db.drivers import open_sqlite
 from .db.schema import SCHEMA_VERSION
 from .db.writer import storage_error
@@ -132,8 +133,15 @@ def restore_backup(
     require_empty(conn)
     if not Path(path).is_file():
         raise InvalidInput("the backup file does not exist")
+    immutable = read_only_storage(Path(path))
+    if immutable and has_log(Path(path)):
+        raise StorageError(
+            "the backup's write-ahead log (-wal) is on read-only storage, where SQLite "
+            "cannot read it; copy the file and its -wal to writable storage first",
+            code="read_only",
+        )
     try:
-        source = open_sqlite(str(path), readonly=True)
+        source = open_sqlite(str(path), readonly=True, immutable=immutable)
     except sqlite3.Error:
         raise archive.invalid("the backup cannot be opened as SQLite") from None
     with closing(source):
@@ -147,6 +155,14 @@ def restore_backup(
             return load(conn, backup_rows(source), total, progress)
         except BadRow as exc:
             raise archive.invalid(str(exc)) from None
+
+
+def has_log(path: Path) -> bool:
+    """True when ``path`` has a ``-wal`` file holding frames (past its 32-byte header)."""
+    try:
+        return Path(f"{path}-wal").stat().st_size > 32
+    except FileNotFoundError:
+        return False
 
 
 def backup_rows(source: sqlite3.Connection) -> Source:

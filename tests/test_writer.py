@@ -241,5 +241,7 @@ async def test_the_wal_is_truncated_while_readers_never_pause(db_path: Path) -> 
                         break
             stop.set()
         assert sizes[-1] < sizes[-2]
-        assert max(sizes) > 1 << 20  # it had passed its limit
+        # it grew toward its limit first (looked at after every batch, it is cut as soon
+        # as it passes 1 MiB, so the samples between batches of ten may not see it pass)
+        assert max(sizes) > 1 << 19
         assert (await scope.status()).events["stored"] == len(sizes[1:]) * 10

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -89,17 +90,42 @@ def enable_wal(conn: sqlite3.Connection) -> None:
         raise StorageError("the database could not be switched to WAL mode")
 
 
+READ_ONLY = (
+    "the database is on read-only storage or not writable by this user, and amem opens "
+    "databases for writing; copy it to writable storage, or load it into a new file with "
+    "`amem restore PATH --db NEW`"
+)
+
+
 def prepare_file(path: str | os.PathLike[str]) -> Path:
     """Refuse a file amem must not touch before writing anything; create a missing one.
 
     A new file is created readable by its owner only; SQLite gives its WAL the same mode.
     """
     path = Path(path).expanduser().absolute()
+    if read_only_storage(path):
+        raise StorageError(READ_ONLY, code="read_only")
     check_existing(path)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with suppress(FileExistsError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as exc:
+        denied = exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+        raise StorageError(
+            f"the database file cannot be created ({exc.strerror or 'I/O error'})",
+            code="read_only" if denied else "storage_error",
+        ) from None
     return path
+
+
+def read_only_storage(path: Path) -> bool:
+    """True when ``path`` (a missing one: its nearest existing folder) is on a read-only
+    filesystem, or is a file this process may not write."""
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if os.statvfs(existing).f_flag & os.ST_RDONLY:
+        return True
+    return existing == path and not os.access(path, os.W_OK)
 
 
 async def _connect(path: Path, *, readonly: bool) -> Connection:

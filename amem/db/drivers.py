@@ -59,16 +59,19 @@ def configure(conn: sqlite3.Connection, *, readonly: bool) -> None:
         conn.execute("pragma secure_delete = on")
 
 
-def sqlite_uri(path: str, *, readonly: bool) -> str:
-    """A ``file:`` URI for ``path``; read-only connections can never write."""
+def sqlite_uri(path: str, *, readonly: bool, immutable: bool = False) -> str:
+    """A ``file:`` URI for ``path``; read-only connections can never write. ``immutable``
+    is for files on read-only storage, which nobody can change: SQLite then takes no locks
+    and needs no ``-shm`` file (a WAL-mode file cannot be opened there otherwise), and
+    reads no ``-wal`` either."""
     quoted = path.replace("?", "%3f").replace("#", "%23")
-    return f"file:{quoted}?mode={'ro' if readonly else 'rwc'}"
+    return f"file:{quoted}?mode={'ro' if readonly else 'rwc'}{'&immutable=1' * immutable}"
 
 
-def open_sqlite(path: str, *, readonly: bool) -> sqlite3.Connection:
+def open_sqlite(path: str, *, readonly: bool, immutable: bool = False) -> sqlite3.Connection:
     """Open and configure a plain ``sqlite3`` connection (autocommit; amem issues BEGIN)."""
     conn = sqlite3.connect(
-        sqlite_uri(path, readonly=readonly),
+        sqlite_uri(path, readonly=readonly, immutable=immutable),
         uri=True,
         isolation_level=None,
         timeout=BUSY_TIMEOUT_MS / 1000,
