@@ -22,27 +22,6 @@ import anyio
 import httpx
 from pydantic import ValidationError
 
-from . import (
-    capture,
-    checkpoints,
-    context,
-    corrections,
-    deletion,
-    doctor,
-    embedding,
-    emotions,
-    events,
-    evidence,
-    extraction,
-    facts,
-    files,
-    ops,
-    personas,
-    relations,
-    retrieval,
-    search,
-    status,
-)
 from .config import Settings
 from .db.database import Database
 from .errors import Closed, InvalidInput, UpstreamError
@@ -61,6 +40,8 @@ from .inputs import (
     require_text,
     utc_now,
 )
+from .llm import embeddings, extraction
+from .llm.pipeline import Pipeline, Progress
 from .models import (
     DRAFT_FIELDS,
     MAX_MEMORY_CHARS,
@@ -88,8 +69,24 @@ from .models import (
     RetryResult,
     Status,
 )
-from .pipeline import Pipeline, Progress
-from .text import segment_off_loop, warm_up
+from .ops import doctor, files, transfer
+from .search import index
+from .search.recall import RecallQuery, recall_memories
+from .search.text import segment_off_loop, warm_up
+from .store import (
+    capture,
+    checkpoints,
+    corrections,
+    emotions,
+    erasure,
+    events,
+    evidence,
+    facts,
+    packs,
+    personas,
+    relations,
+    status,
+)
 
 DEFAULT_READ_CHARS = 4000
 MAX_QUERY_CHARS = 2000
@@ -242,7 +239,7 @@ class Memory:
         the path to a directory. ``progress(done, total)`` is called from a worker thread.
         """
         target = await anyio.to_thread.run_sync(files.checked_target, path, root)
-        counts = await self._read(partial(ops.write_archive, target=target, progress=progress))
+        counts = await self._read(partial(transfer.write_archive, target=target, progress=progress))
         return ArchiveResult(path=str(target), counts=counts)
 
     async def import_archive(
@@ -255,14 +252,14 @@ class Memory:
         ``progress(done, total)`` counts rows, from the writer's thread. Vectors need
         ``reindex``.
         """
-        return await self._load(ops.import_archive, path, progress)
+        return await self._load(transfer.import_archive, path, progress)
 
     async def backup(
         self, path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
     ) -> ArchiveResult:
         """Copy the database to a new file with SQLite's backup API, while writers run."""
         target = await anyio.to_thread.run_sync(files.checked_target, path, root)
-        await anyio.to_thread.run_sync(ops.backup_file, self._db.path, target)
+        await anyio.to_thread.run_sync(transfer.backup_file, self._db.path, target)
         return ArchiveResult(path=str(target), counts={})
 
     async def restore(
@@ -270,10 +267,10 @@ class Memory:
     ) -> ArchiveResult:
         """Load a backup file into this (empty) database, through the same validation as
         an archive (and the same single transaction), and rebuild the search index."""
-        return await self._load(ops.restore_backup, path, progress)
+        return await self._load(transfer.restore_backup, path, progress)
 
     async def _load(
-        self, load: ops.Load, path: str | os.PathLike[str], progress: Progress | None
+        self, load: transfer.Load, path: str | os.PathLike[str], progress: Progress | None
     ) -> ArchiveResult:
         counts = await self._write(partial(load, path=path, progress=progress))
         return ArchiveResult(path=str(path), counts=counts)
@@ -414,7 +411,7 @@ class Scope:
             None if kinds is None else {require_choice(k, "kinds", MEMORY_KINDS) for k in kinds}
         )
         settings = self._memory.settings
-        request = retrieval.RecallQuery(
+        request = RecallQuery(
             persona=self.persona, project=self.project, query=query, limit=limit, as_of=when,
             include_history=include_history, kinds=None if wanted is None else frozenset(wanted),
             half_life_days=settings.freshness_half_life_days,
@@ -424,7 +421,7 @@ class Scope:
         warnings: list[str] = []
         if mode != "fast":
             request, warnings = await self._with_query_vector(request, mode)
-        items, found = await self._memory._read(partial(retrieval.recall_memories, q=request))
+        items, found = await self._memory._read(partial(recall_memories, q=request))
         warnings += found
         return RecallResult(
             query=query, persona=self.persona, project=self.project, as_of=when, mode=mode,
@@ -432,14 +429,16 @@ class Scope:
         )  # fmt: skip
 
     async def _with_query_vector(
-        self, request: retrieval.RecallQuery, mode: str
-    ) -> tuple[retrieval.RecallQuery, list[str]]:
+        self, request: RecallQuery, mode: str
+    ) -> tuple[RecallQuery, list[str]]:
         """Embed the query for ``semantic``/``deep`` recall (outside any transaction)."""
         settings, pipeline = self._memory.settings, self._memory._pipeline
         if not settings.embedding_enabled or pipeline is None:
             return request, [f"{mode} mode needs an embedding endpoint; ranked lexically"]
         try:
-            [vector] = await embedding.embed(pipeline.client, settings, [request.query], query=True)
+            [vector] = await embeddings.embed(
+                pipeline.client, settings, [request.query], query=True
+            )
         except UpstreamError as exc:
             return request, [f"the query could not be embedded ({exc.message}); ranked lexically"]
         return replace(
@@ -538,34 +537,34 @@ class Scope:
         persona = await self._memory.persona(self.persona)
         checkpoint = await self.checkpoint(session)
         agreements = await self._memory._read(
-            partial(context.recent_agreements, persona=self.persona, project=self.project,
+            partial(packs.recent_agreements, persona=self.persona, project=self.project,
                     as_of=when)
         )  # fmt: skip
-        about = context.recall_query(query, checkpoint)
+        about = packs.recall_query(query, checkpoint)
         recalled = [] if about is None else (
-            await self.recall(about, limit=context.RECALLED + len(agreements), as_of=when)
+            await self.recall(about, limit=packs.RECALLED + len(agreements), as_of=when)
         ).items  # fmt: skip
         events_ = await self._memory._read(
-            partial(context.recent_events, persona=self.persona, project=self.project,
+            partial(packs.recent_events, persona=self.persona, project=self.project,
                     session=session, as_of=when)
         )  # fmt: skip
         framing = {
-            "amem_context": 1, "notice": context.NOTICE,
+            "amem_context": 1, "notice": packs.NOTICE,
             "scope": {"persona": self.persona, "project": self.project},
             "session": session, "as_of": when.isoformat(),
         }  # fmt: skip
         components = [
-            ("persona", context.persona_component(persona)),
-            ("checkpoint", context.checkpoint_component(checkpoint)),
+            ("persona", packs.persona_component(persona)),
+            ("checkpoint", packs.checkpoint_component(checkpoint)),
             ("agreements", agreements),
-            ("memories", context.memories_component(recalled, {a["id"] for a in agreements})),
-            ("emotion", context.emotion_component(await self.current_emotion(as_of=when))),
+            ("memories", packs.memories_component(recalled, {a["id"] for a in agreements})),
+            ("emotion", packs.emotion_component(await self.current_emotion(as_of=when))),
             ("recent_events", events_),
         ]
-        text_, included, omitted, insufficient = context.pack(framing, components, budget)
+        text_, included, omitted, insufficient = packs.pack(framing, components, budget)
         return ContextPack(
             persona=self.persona, project=self.project, session=session, context=text_,
-            included=included, omitted=omitted, tokens_used=context.size(text_), budget=budget,
+            included=included, omitted=omitted, tokens_used=packs.size(text_), budget=budget,
             counter="utf8_bytes", insufficient_budget=insufficient, as_of=when,
         )  # fmt: skip
 
@@ -606,13 +605,13 @@ class Scope:
         if (event_id is None) == (memory_id is None):
             raise InvalidInput("give exactly one of event_id and memory_id")
         removed = await self._memory._write(
-            partial(deletion.delete, persona=self.persona, project=self.project,
+            partial(erasure.delete, persona=self.persona, project=self.project,
                     event_id=optional_name(event_id, "event_id"),
                     memory_id=optional_name(memory_id, "memory_id"), now=_now())
         )  # fmt: skip
         # the index's copies of deleted terms and the WAL's copies of deleted pages go
         # when the writer is next idle (a merge and a WAL truncation), never on this await
-        self._memory._db.writer.when_idle(search.purge_deleted_terms)
+        self._memory._db.writer.when_idle(index.purge_deleted_terms)
         return removed
 
     async def relate(self, from_id: str, to_id: str) -> Relation:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .text import tokens
+from .search.text import tokens
 
 Answer = Callable[[dict[str, Any]], "list[dict[str, Any]] | str"]
 """Given the event the model is asked about (``role``, ``occurred_at``, ``text``), return

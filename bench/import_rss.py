@@ -35,9 +35,9 @@ from typing import Any
 
 from ingest import make_text
 
-from amem.archive import header, line
 from amem.db.schema import SCHEMA_VERSION
 from amem.inputs import db_time
+from amem.ops.archive import header, line
 
 PERSONA, PROJECT = "bench", "import"
 SESSIONS = 1000

@@ -37,9 +37,9 @@ Methods:
   most recent vectors of the scope. Every LoCoMo conversation has fewer turns than that, so
   it scans the same vectors as ``deep``; it differs only when ``--semantic-scan`` is lower.
 - ``amem-hybrid``: ``recall(mode="deep")``: lexical + every vector of the scope.
-- ``bm25``: FTS5 ``bm25()`` over ``amem.text.segment`` of the same memory texts, one
+- ``bm25``: FTS5 ``bm25()`` over ``amem.search.text.segment`` of the same memory texts, one
   in-memory SQLite table per conversation (true per-conversation document statistics),
-  the query as an OR of its ``amem.text.query_tokens``.
+  the query as an OR of its ``amem.search.text.query_tokens``.
 - ``dense``: cosine of the query vector against the memory vectors amem stored (same
   endpoint, model and input types), nothing lexical.
 
@@ -86,8 +86,8 @@ import httpx
 import numpy as np
 
 import amem
-from amem.embedding import embed, from_blob
-from amem.text import literal, query_tokens, segment
+from amem.llm.embeddings import embed, from_blob
+from amem.search.text import literal, query_tokens, segment
 
 PERSONA = "locomo"
 KS = (5, 10)

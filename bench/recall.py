@@ -68,11 +68,11 @@ from typing import Any
 import anyio
 
 import amem
-from amem import events, facts
 from amem.db.drivers import open_sqlite
 from amem.inputs import db_time
 from amem.models import MemoryDraft
-from amem.text import match_any, query_tokens, segment
+from amem.search.text import match_any, query_tokens, segment
+from amem.store import events, facts
 
 VERSION = "1"
 """Bump when the generated texts or the build change: cached files are keyed by it."""
@@ -465,7 +465,13 @@ def segmented_chunks(
             yield rows
 
 
-WRITE_PATH = ("text.py", "search.py", "events.py", "facts.py", "db/schema.py")
+WRITE_PATH = (
+    "search/text.py",
+    "search/index.py",
+    "store/events.py",
+    "store/facts.py",
+    "db/schema.py",
+)
 """The amem sources that decide what a build writes."""
 
 

@@ -35,7 +35,7 @@ from test_ops import PERSONA, PROJECT, amem_cli, dump, populate
 from test_ops import good_archive as good_archive  # a fixture, shared
 
 import amem
-from amem.files import HOST
+from amem.ops.files import HOST
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from amem.cli.sample import SAMPLE_CONVERSATION
 from amem.memory import MAX_CAPTURE_ENTRIES
-from amem.sample import SAMPLE_CONVERSATION
 
 
 def amem_cli(
@@ -157,8 +157,8 @@ def section(out: str, number: int) -> str:
 
 
 def test_demo_tells_the_story_it_promises(tmp_path: Path) -> None:
-    from amem.sample import SAMPLE_MEMORIES
-    from amem.text import _jieba
+    from amem.cli.sample import SAMPLE_MEMORIES
+    from amem.search.text import _jieba
 
     result = amem_cli("demo", "--db", str(tmp_path / "demo.db"))
     assert result.returncode == 0, result.stderr

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import amem
-from amem.cli import build_parser
-from amem.mcp_server import TOOLS
+from amem.cli.commands import build_parser
+from amem.server.tools import TOOLS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 import amem
-from amem import search
 from amem.db.drivers import open_sqlite
 from amem.db.schema import migrate
+from amem.search import index
 
 pytestmark = pytest.mark.anyio
 
@@ -26,12 +26,12 @@ def test_merging_the_index_after_every_deletion_keeps_it_readable(tmp_path: Path
         migrate(conn)
         for n in range(3_000):
             conn.execute("begin immediate")
-            search.index_doc(conn, "p", "q", "event", f"keep-{n}", f"keep {n} alpha beta")
-            search.index_doc(conn, "p", "q", "event", f"gone-{n}", f"gone {n}")
-            search.remove_docs(conn, "event", [f"gone-{n}"])
-            search.purge_deleted_terms(conn)
+            index.index_doc(conn, "p", "q", "event", f"keep-{n}", f"keep {n} alpha beta")
+            index.index_doc(conn, "p", "q", "event", f"gone-{n}", f"gone {n}")
+            index.remove_docs(conn, "event", [f"gone-{n}"])
+            index.purge_deleted_terms(conn)
             conn.execute("commit")
-        assert search.index_levels(conn) <= search.MAX_LEVELS + 1
+        assert index.index_levels(conn) <= index.MAX_LEVELS + 1
         conn.execute("insert into search_fts (search_fts, rank) values ('integrity-check', 1)")
         found = conn.execute("select count(*) from search_fts where search_fts match 'alpha'")
         assert found.fetchone()[0] == 3_000

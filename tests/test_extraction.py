@@ -23,9 +23,9 @@ import httpx
 import pytest
 
 import amem
-from amem.api_client import MAX_RESPONSE_BYTES
-from amem.extraction import complete_extraction
-from amem.pipeline import now
+from amem.llm.client import MAX_RESPONSE_BYTES
+from amem.llm.extraction import complete_extraction
+from amem.llm.pipeline import now
 from amem.testing import FakeOpenAI
 
 pytestmark = pytest.mark.anyio

@@ -4,7 +4,7 @@ Hypothesis generates lists of operations on the user's ``residence`` (add a fact
 user event, correct a live fact with or without a new start, delete a lineage through a
 live or a revoked member, and two requests that must be refused). Every list is replayed
 on a fresh database, under asyncio and under trio, and on a pure-Python model of the
-rules in ``amem/facts.py``, ``amem/corrections.py`` and ``amem/deletion.py``:
+rules in ``amem/store/facts.py``, ``amem/store/corrections.py`` and ``amem/store/erasure.py``:
 
 * intervals are half-open, ``valid_at <= t < invalid_at``;
 * a new fact closes its predecessor (the last live member with ``valid_at <= start``;

@@ -33,7 +33,7 @@ from mcp.client.stdio import get_default_environment, stdio_client
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
-from amem.mcp_server import MAX_RESULT_CHARS
+from amem.server.tools import MAX_RESULT_CHARS
 
 pytestmark = pytest.mark.anyio
 
@@ -1328,7 +1328,7 @@ async def test_a_client_that_stops_reading_does_not_crash_the_server(
 async def test_a_message_too_large_is_refused_and_the_server_goes_on(
     anyio_backend: str, tmp_path: Path
 ) -> None:
-    from amem.stdio import MAX_LINE_BYTES
+    from amem.server.stdio import MAX_LINE_BYTES
 
     async with raw_server(tmp_path / "m.db", other(anyio_backend), tmp_path / "s.log") as wire:
         huge = b'{"jsonrpc": "2.0", "id": 4242, "method": "ping", "params": {"x": "'

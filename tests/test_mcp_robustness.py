@@ -19,7 +19,7 @@ import pytest
 from mcp.types import PARSE_ERROR
 from test_mcp import handshake, other, raw_server, tool_result
 
-from amem.stdio import MAX_WAITING_BYTES
+from amem.server.stdio import MAX_WAITING_BYTES
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import amem
-from amem.personas import NEUTRAL_PERSONA
+from amem.store.personas import NEUTRAL_PERSONA
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import amem
-from amem.retrieval import PER_TERM, PRIOR_WEIGHTS, WEIGHTS
-from amem.text import STOP_WORDS
+from amem.search.recall import PER_TERM, PRIOR_WEIGHTS, WEIGHTS
+from amem.search.text import STOP_WORDS
 
 pytestmark = pytest.mark.anyio
 

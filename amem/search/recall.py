@@ -52,10 +52,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from .embedding import Vector, cosine, from_blob
-from .facts import FADING_KINDS
-from .inputs import db_time, from_db_time
-from .models import RecallItem, ScoreComponents
+from ..inputs import db_time, from_db_time
+from ..llm.embeddings import Vector, cosine, from_blob
+from ..models import RecallItem, ScoreComponents
+from ..store.facts import FADING_KINDS
 from .text import literal, query_tokens, scope_token
 
 PER_TERM = 200

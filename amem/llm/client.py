@@ -15,7 +15,7 @@ import anyio
 import httpx
 from pydantic import SecretStr
 
-from .errors import UpstreamError
+from ..errors import UpstreamError
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from .errors import NotFound
-from .models import Persona
+from ..errors import NotFound
+from ..models import Persona
 
 NEUTRAL_PERSONA = (
     "A helpful, honest assistant. No persona has been configured; "

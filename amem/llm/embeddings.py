@@ -18,9 +18,9 @@ from typing import Any, TypeAlias
 
 import httpx
 
-from .api_client import post_json
-from .config import Settings
-from .errors import UpstreamError
+from ..config import Settings
+from ..errors import UpstreamError
+from .client import post_json
 
 CODE = "embedding_failed"
 

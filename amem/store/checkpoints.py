@@ -12,9 +12,9 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from .errors import InvalidInput
-from .inputs import from_db_time
-from .models import Checkpoint
+from ..errors import InvalidInput
+from ..inputs import from_db_time
+from ..models import Checkpoint
 
 INSERT_CHECKPOINT = """
 insert into checkpoints (persona, project, session, goal, completed, pending, constraints,

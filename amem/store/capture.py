@@ -14,9 +14,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import Conflict, InvalidInput
+from ..models import CaptureResult
 from . import checkpoints, events
-from .errors import Conflict, InvalidInput
-from .models import CaptureResult
 
 SELECT_CURSOR = """
 select position from capture_cursors where persona = ? and project = ? and instance = ?

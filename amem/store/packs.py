@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .inputs import db_time, from_db_time
-from .models import Checkpoint, CurrentEmotion, Persona, RecallItem
+from ..inputs import db_time, from_db_time
+from ..models import Checkpoint, CurrentEmotion, Persona, RecallItem
 
 AGREEMENTS = 20
 RECALLED = 20

@@ -15,10 +15,11 @@ import sqlite3
 from collections.abc import Sequence
 from contextlib import closing
 
-from . import archive, search
-from .config import Settings
-from .db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
-from .models import DoctorCheck, DoctorReport
+from ..config import Settings
+from ..db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
+from ..models import DoctorCheck, DoctorReport
+from ..search import index
+from . import archive
 
 COUNTED = ("events", "memories", "relations", "checkpoints", "personas", "capture_cursors",
            "embeddings", "search_docs")  # fmt: skip
@@ -219,7 +220,7 @@ def rebuild_index(conn: sqlite3.Connection, docs: list[tuple[str, str, str, str,
     conn.execute("delete from search_docs")
     conn.execute(CREATE_SEARCH_FTS)
     for kind, ref, persona, project, segmented in docs:
-        search.index_doc(conn, persona, project, kind, ref, segmented)
+        index.index_doc(conn, persona, project, kind, ref, segmented)
     return len(docs)
 
 

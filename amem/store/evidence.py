@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from .errors import NotFound
+from ..errors import NotFound
+from ..models import Evidence, MemoryRecord
 from .events import SELECT_EVENT, event_from_row
 from .facts import MEMORY_COLUMNS, load_memory, memory_from_row
-from .models import Evidence, MemoryRecord
 
 SELECT_DERIVED = f"""
 select {MEMORY_COLUMNS} from memories where event_id = ? and revoked_at is null order by num

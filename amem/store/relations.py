@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
+from ..inputs import from_db_time
+from ..models import Relation
 from .facts import load_memory
-from .inputs import from_db_time
-from .models import Relation
 
 INSERT_RELATION = """
 insert into relations (from_id, to_id, kind, persona, project, note, created_at)

@@ -35,10 +35,10 @@ from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .db.schema import SCHEMA_VERSION
-from .errors import StorageError
-from .inputs import MAX_EVENT_CHARS, db_time, parse_time, validation_problems
-from .models import Basis, Category, EventStatus, MemoryKind, Role
+from ..db.schema import SCHEMA_VERSION
+from ..errors import StorageError
+from ..inputs import MAX_EVENT_CHARS, db_time, parse_time, validation_problems
+from ..models import Basis, Category, EventStatus, MemoryKind, Role
 
 FORMAT = "amem-archive"
 FORMAT_VERSION = 1

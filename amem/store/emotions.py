@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
-from .inputs import db_time, from_db_time
-from .models import CurrentEmotion
+from ..inputs import db_time, from_db_time
+from ..models import CurrentEmotion
 
 SELECT_LATEST = """
 select id, emotion, valence, arousal, valid_at from memories

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from .errors import InvalidInput, StorageError
+from ..errors import InvalidInput, StorageError
 
 HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 COMPANIONS = ("-journal", "-wal", "-shm")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from . import search
-from .errors import Conflict
-from .inputs import from_db_time
-from .models import Event, EventReceipt, EventStatus
+from ..errors import Conflict
+from ..inputs import from_db_time
+from ..models import Event, EventReceipt, EventStatus
+from ..search import index
 
 
 @dataclass(slots=True)
@@ -61,7 +61,7 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
     )  # fmt: skip
     if cursor.rowcount == 1:
         if event.segmented is not None:
-            search.index_doc(conn, event.persona, event.project, "event", event.id, event.segmented)
+            index.index_doc(conn, event.persona, event.project, "event", event.id, event.segmented)
         return EventReceipt(
             event_id=event.id, seq=cursor.lastrowid or 0, status=event.status, memory_ids=[],
             duplicate=False, persona=event.persona, project=event.project,

@@ -20,16 +20,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import archive, files, search
+from ..db.database import read_only_storage
+from ..db.drivers import open_sqlite
+from ..db.schema import SCHEMA_VERSION
+from ..db.writer import storage_error
+from ..errors import InvalidInput, StorageError
+from ..inputs import db_time, utc_now
+from ..search import index
+from ..search.text import segment
+from ..store.facts import FADING_KINDS, topic_cue
+from . import archive, files
 from .archive import BadRow, Row, Source
-from .db.database import read_only_storage
-from .db.drivers import open_sqlite
-from .db.schema import SCHEMA_VERSION
-from .db.writer import storage_error
-from .errors import InvalidInput, StorageError
-from .facts import FADING_KINDS, topic_cue
-from .inputs import db_time, utc_now
-from .text import segment
 
 Progress = Callable[[int, int], None]
 Load = Callable[..., dict[str, int]]
@@ -258,13 +259,13 @@ def insert(conn: sqlite3.Connection, table: str, row: Row, where: str) -> None:
         raise BadRow(f"{where}: its id or key appears twice") from None
     if tokens is not None:
         persona, project, ref = values["persona"], values["project"], values["id"]
-        search.index_doc(conn, persona, project, DOC_KINDS[table], ref, tokens)
+        index.index_doc(conn, persona, project, DOC_KINDS[table], ref, tokens)
 
 
 def indexed(table: str, row: dict[str, Any]) -> bool:
     """The search index holds conversation and correction events and current memories."""
     if table == "events":
-        return row["category"] in search.INDEXED_CATEGORIES
+        return row["category"] in index.INDEXED_CATEGORIES
     return table == "memories" and row["revoked_at"] is None
 
 

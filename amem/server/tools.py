@@ -27,15 +27,16 @@ import anyio
 from mcp import types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import __version__, mcp_session
-from .config import Settings
-from .errors import AmemError, InvalidInput
-from .inputs import refused
-from .mcp_session import ServerInfo
-from .memory import Memory, Scope
-from .memory import open as open_memory
-from .models import MemoryDraft
-from .stderr_log import StderrHandler
+from .. import __version__
+from ..config import Settings
+from ..errors import AmemError, InvalidInput
+from ..inputs import refused
+from ..memory import Memory, Scope
+from ..memory import open as open_memory
+from ..models import MemoryDraft
+from . import session
+from .logs import StderrHandler
+from .session import ServerInfo
 
 log = logging.getLogger("amem")
 
@@ -432,7 +433,7 @@ async def serve(path: Path, settings: Settings) -> None:
             "amem", __version__, INSTRUCTIONS, [tool_schema(tool) for tool in TOOLS],
             partial(call, served),
         )  # fmt: skip
-        await mcp_session.serve(server, sys.stdin.fileno(), wire.fileno())
+        await session.serve(server, sys.stdin.fileno(), wire.fileno())
 
 
 def protect_stdout() -> BinaryIO:

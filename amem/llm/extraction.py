@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .api_client import post_json
-from .config import Settings
-from .errors import InvalidInput, UpstreamError
-from .facts import SourceEvent, derive_memories
-from .inputs import validation_problems
-from .models import DRAFT_FIELDS, MemoryDraft
+from ..config import Settings
+from ..errors import InvalidInput, UpstreamError
+from ..inputs import validation_problems
+from ..models import DRAFT_FIELDS, MemoryDraft
+from ..store.facts import SourceEvent, derive_memories
+from .client import post_json
 
 CODE = "extraction_failed"
 MAX_MEMORIES_PER_EVENT = 50

@@ -21,13 +21,13 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from . import __version__
-from .config import Settings, default_db_path
-from .errors import AmemError, InvalidInput
-from .inputs import validation_problems
-from .memory import MAX_CAPTURE_ENTRIES, Memory, Scope
-from .memory import open as open_memory
-from .models import CaptureResult
+from .. import __version__
+from ..config import Settings, default_db_path
+from ..errors import AmemError, InvalidInput
+from ..inputs import validation_problems
+from ..memory import MAX_CAPTURE_ENTRIES, Memory, Scope
+from ..memory import open as open_memory
+from ..models import CaptureResult
 from .sample import (
     PERSONA_TEXT,
     SAMPLE_CONVERSATION,
@@ -364,11 +364,11 @@ def read_text(value: str | None, file: Path | None = None) -> str:
 
 
 async def run_serve(args: argparse.Namespace) -> int:
-    from . import mcp_server  # the MCP SDK is only imported by the server
+    from ..server import tools  # the MCP SDK is only imported by the server
 
-    mcp_server.configure_logging(getattr(__import__("logging"), args.log_level))
+    tools.configure_logging(getattr(__import__("logging"), args.log_level))
     settings = settings_for(args)
-    await mcp_server.serve(args.db or default_db_path(settings), settings)
+    await tools.serve(args.db or default_db_path(settings), settings)
     return 0
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from .config import Settings
-from .models import Status
+from ..config import Settings
+from ..models import Status
 
 EVENTS_BY_STATUS = """
 select status, count(*) from events where persona = ? and project = ? group by status

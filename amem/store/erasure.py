@@ -10,7 +10,7 @@ Closed validity intervals of surviving facts are left as they are.
 
 ``secure_delete`` zeroes the freed pages. FTS5 keeps a deleted row's terms in its index
 segments until a merge, so once the transaction commits the writer is asked, when idle, to
-merge the index (``search.purge_deleted_terms``) and truncate the WAL: then the deleted
+merge the index (``index.purge_deleted_terms``) and truncate the WAL: then the deleted
 text is gone from the database file and its WAL. Emitted context packs, copies, backups
 and remote logs are outside amem's reach.
 """
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from . import search
+from ..errors import NotFound
+from ..models import Deletion
+from ..search import index
 from .checkpoints import invalidate_after_deletion
-from .errors import NotFound
-from .models import Deletion
 
 SELECT_EVENT_SCOPE = "select persona, project from events where id = ?"
 SELECT_MEMORY_SOURCE = "select event_id, persona, project from memories where id = ?"
@@ -52,8 +52,8 @@ def delete(
         edge for memory in memory_ids for edge in relation_edges(conn, memory)
     }  # an edge between two doomed memories counts once
     vectors = sum(conn.execute(COUNT_VECTORS, (m,)).fetchone()[0] for m in memory_ids)
-    search_rows = search.remove_docs(conn, "memory", memory_ids)
-    search_rows += search.remove_docs(conn, "event", event_ids)
+    search_rows = index.remove_docs(conn, "memory", memory_ids)
+    search_rows += index.remove_docs(conn, "event", event_ids)
     for memory in memory_ids:
         conn.execute(DELETE_RELATIONS, (memory, memory))
         conn.execute(DELETE_MEMORY, (memory,))  # its vectors go by ON DELETE CASCADE

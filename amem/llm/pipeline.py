@@ -23,12 +23,13 @@ import anyio
 import anyio.abc
 import httpx
 
-from . import embedding, extraction, text
-from .config import Settings
-from .db.database import Database
-from .errors import AmemError, UpstreamError
+from ..config import Settings
+from ..db.database import Database
+from ..errors import AmemError, UpstreamError
+from ..inputs import db_time, utc_now
+from ..search import text
+from . import embeddings, extraction
 from .extraction import Outcome
-from .inputs import db_time, utc_now
 
 log = logging.getLogger("amem")
 
@@ -147,18 +148,18 @@ class Pipeline:
             return
         try:
             texts = await self._db.read(partial(texts_of, memory_ids=memory_ids))
-            vectors = await embedding.embed(
+            vectors = await embeddings.embed(
                 self.client, self._settings, [text for _, text in texts], query=False
             )
         except UpstreamError as exc:
             log.warning("embedding new memories failed (%s); run reindex later", exc)
             return
         items = [
-            (memory_id, embedding.text_hash(text), vector)
+            (memory_id, embeddings.text_hash(text), vector)
             for (memory_id, text), vector in zip(texts, vectors, strict=True)
         ]
         await self._db.write(
-            partial(embedding.store_vectors, fingerprint=fingerprint, items=items, now=now())
+            partial(embeddings.store_vectors, fingerprint=fingerprint, items=items, now=now())
         )
 
     async def reindex(
@@ -174,30 +175,30 @@ class Pipeline:
         assert fingerprint is not None
         staged = f"staging:{uuid.uuid4().hex}"
         todo = await self._db.read(
-            partial(embedding.memories_to_index, persona=persona, project=project)
+            partial(embeddings.memories_to_index, persona=persona, project=project)
         )
         stored = 0
         try:
             for start in range(0, len(todo), self._settings.embed_batch):
                 batch = todo[start : start + self._settings.embed_batch]
-                vectors = await embedding.embed(
+                vectors = await embeddings.embed(
                     self.client, self._settings, [text for _, text in batch], query=False
                 )
                 items = [
-                    (memory_id, embedding.text_hash(text), vector)
+                    (memory_id, embeddings.text_hash(text), vector)
                     for (memory_id, text), vector in zip(batch, vectors, strict=True)
                 ]
                 stored += await self._db.write(
-                    partial(embedding.store_vectors, fingerprint=staged, items=items, now=now())
+                    partial(embeddings.store_vectors, fingerprint=staged, items=items, now=now())
                 )
                 if progress:
                     progress(start + len(batch), len(todo))
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._db.write(partial(embedding.drop_staged, staged=staged))
+                await self._db.write(partial(embeddings.drop_staged, staged=staged))
             raise
         await self._db.write(
-            partial(embedding.swap_in, persona=persona, project=project, staged=staged,
+            partial(embeddings.swap_in, persona=persona, project=project, staged=staged,
                     fingerprint=fingerprint, indexed=[memory_id for memory_id, _ in todo])
         )  # fmt: skip
         return len(todo), stored

@@ -21,15 +21,15 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from . import search
-from .errors import InvalidInput, NotFound
-from .inputs import db_time, from_db_time, parse_time
-from .models import Emotion, MemoryDraft, MemoryRecord
-from .text import STOP_WORDS
+from ..errors import InvalidInput, NotFound
+from ..inputs import db_time, from_db_time, parse_time
+from ..models import Emotion, MemoryDraft, MemoryRecord
+from ..search import index
+from ..search.text import STOP_WORDS
 
 ARCHIVED_CATEGORIES = frozenset(("reference", "persona"))
 FADING_KINDS = frozenset(("episode", "observation", "emotion"))
-"""Kinds whose old records are shown as a gist (see ``retrieval``)."""
+"""Kinds whose old records are shown as a gist (see ``search.recall``)."""
 KEYED_KINDS = frozenset(("fact", "preference"))
 
 MEMORY_COLUMNS = """
@@ -224,7 +224,7 @@ def insert_memory(
     )  # fmt: skip
     num = conn.execute(INSERT_MEMORY, row).lastrowid
     assert num is not None
-    search.index_doc(conn, event.persona, event.project, "memory", row[0], segmented)
+    index.index_doc(conn, event.persona, event.project, "memory", row[0], segmented)
     if draft.gist is None and draft.kind in FADING_KINDS:
         conn.execute(SET_CUE, (topic_cue(segmented), num))
     if draft.fact_key is not None:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from . import search
+from ..inputs import db_time
+from ..models import Correction, MemoryDraft
+from ..search import index
 from .checkpoints import invalidate_checkpoints
 from .events import NewEvent, insert_event
 from .facts import SELECT_CHAIN_ORDER, derive_memories, load_event, load_memory
-from .inputs import db_time
-from .models import Correction, MemoryDraft
 from .relations import add_relation
 
 REVOKE = "update memories set revoked_at = ? where id = ?"
@@ -51,7 +51,7 @@ def correct(
     )  # fmt: skip
     conn.execute(REVOKE, (now, old.id))
     conn.execute(DROP_VECTORS, (old.id,))
-    search.remove_docs(conn, "memory", [old.id])
+    index.remove_docs(conn, "memory", [old.id])
     start = valid_at or db_time(old.valid_at)
     end = db_time(old.invalid_at) if old.invalid_at else None
     draft = MemoryDraft(
