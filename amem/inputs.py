@@ -13,13 +13,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from .errors import InvalidInput
-
-MAX_EVENT_CHARS = 100_000
-"""Longest event text accepted, in characters (about 25k-100k tokens)."""
-MAX_PERSONA_CHARS = 20_000
-MAX_ID_CHARS = 200
-MAX_NAME_CHARS = 100
-MAX_READ_CHARS = MAX_EVENT_CHARS
+from .limits import MAX_ID_CHARS
 
 S = TypeVar("S", bound=str)
 

@@ -26,10 +26,6 @@ from .config import Settings
 from .db.database import Database
 from .errors import Closed, InvalidInput, UpstreamError
 from .inputs import (
-    MAX_EVENT_CHARS,
-    MAX_NAME_CHARS,
-    MAX_PERSONA_CHARS,
-    MAX_READ_CHARS,
     db_time,
     optional_name,
     parse_time,
@@ -40,11 +36,26 @@ from .inputs import (
     require_text,
     utc_now,
 )
+from .limits import (
+    DEFAULT_READ_CHARS,
+    MAX_BUDGET,
+    MAX_CAPTURE_ENTRIES,
+    MAX_CHECKPOINT_CHARS,
+    MAX_DRAFTS,
+    MAX_EVENT_CHARS,
+    MAX_LIST_ITEMS,
+    MAX_MEMORY_CHARS,
+    MAX_NAME_CHARS,
+    MAX_NOTE_CHARS,
+    MAX_PERSONA_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_READ_CHARS,
+    MAX_RECALL_LIMIT,
+)
 from .llm import embeddings, extraction
 from .llm.pipeline import Pipeline, Progress
 from .models import (
     DRAFT_FIELDS,
-    MAX_MEMORY_CHARS,
     MEMORY_KINDS,
     RECALL_MODES,
     ROLES,
@@ -88,14 +99,6 @@ from .store import (
     status,
 )
 
-DEFAULT_READ_CHARS = 4000
-MAX_QUERY_CHARS = 2000
-MAX_RECALL_LIMIT = 200
-MAX_DRAFTS = 100
-MAX_CHECKPOINT_CHARS = 4000
-MAX_LIST_ITEMS = 100
-MAX_BUDGET = 1_000_000
-MAX_CAPTURE_ENTRIES = 10_000
 EVENT_FIELDS = frozenset(
     ("text", "role", "event_id", "session", "source", "category", "occurred_at")
 )
@@ -209,7 +212,7 @@ class Memory:
         name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
         text = require_text(text, "text", max_chars=MAX_PERSONA_CHARS)
         if note is not None:
-            note = require_text(note, "note", max_chars=1000)
+            note = require_text(note, "note", max_chars=MAX_NOTE_CHARS)
         return await self._write(
             partial(personas.append_version, persona=name, text=text, note=note, now=_now())
         )
@@ -587,7 +590,7 @@ class Scope:
         text = require_text(text, "text", max_chars=MAX_MEMORY_CHARS)
         start = None if valid_at is None else db_time(parse_time(valid_at, "valid_at"))
         if reason is not None:
-            reason = require_text(reason, "reason", max_chars=1000)
+            reason = require_text(reason, "reason", max_chars=MAX_NOTE_CHARS)
         [segmented] = await segment_off_loop([text])
         return await self._memory._write(
             partial(corrections.correct, persona=self.persona, project=self.project,

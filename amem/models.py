@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .inputs import CONTROL
+from .limits import MAX_GIST_CHARS, MAX_KEY_CHARS, MAX_MEMORY_CHARS, MAX_QUOTE_CHARS
 
 Role = Literal["user", "assistant", "system", "tool"]
-Category = Literal["conversation", "reference", "persona", "correction"]
-EventStatus = Literal["stored", "pending", "extracted", "failed", "amended"]
-
-ROLES: frozenset[Role] = frozenset(("user", "assistant", "system", "tool"))
-SUBMITTABLE_CATEGORIES: frozenset[Category] = frozenset(("conversation", "reference", "persona"))
+SubmittableCategory = Literal["conversation", "reference", "persona"]
 """Categories a host may submit; ``correction`` events are created by ``Scope.correct``."""
+Category = Literal[SubmittableCategory, "correction"]
+EventStatus = Literal["stored", "pending", "extracted", "failed", "amended"]
+MemoryKind = Literal[
+    "fact", "preference", "agreement", "growth", "episode", "observation", "emotion"
+]
+Basis = Literal["user_statement", "assistant_expression", "inference"]
+RecallMode = Literal["fast", "semantic", "deep"]
+
+# Each enumeration is its Literal type; the value tuples below are derived from it, and
+# argparse choices and MCP schemas use these (the MCP schemas through the types).
+ROLES: tuple[Role, ...] = get_args(Role)
+SUBMITTABLE_CATEGORIES: tuple[SubmittableCategory, ...] = get_args(SubmittableCategory)
+MEMORY_KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
+RECALL_MODES: tuple[RecallMode, ...] = get_args(RecallMode)
 
 
 class Record(BaseModel):
@@ -69,22 +80,6 @@ class Persona(Record):
     created_at: datetime
 
 
-MemoryKind = Literal[
-    "fact", "preference", "agreement", "growth", "episode", "observation", "emotion"
-]
-Basis = Literal["user_statement", "assistant_expression", "inference"]
-RecallMode = Literal["fast", "semantic", "deep"]
-
-MEMORY_KINDS: frozenset[MemoryKind] = frozenset(
-    ("fact", "preference", "agreement", "growth", "episode", "observation", "emotion")
-)
-RECALL_MODES: frozenset[RecallMode] = frozenset(("fast", "semantic", "deep"))
-
-MAX_MEMORY_CHARS = 2000
-MAX_GIST_CHARS = 300
-MAX_KEY_CHARS = 200
-
-
 class Emotion(BaseModel):
     """An emotion the assistant expressed: a label with valence (-1..1) and arousal (0..1)."""
 
@@ -105,7 +100,7 @@ class MemoryDraft(BaseModel):
 
     text: str = Field(min_length=1, max_length=MAX_MEMORY_CHARS)
     """The memory itself, one atomic statement (e.g. "User lives in Hangzhou")."""
-    quote: str = Field(min_length=1, max_length=100_000)
+    quote: str = Field(min_length=1, max_length=MAX_QUOTE_CHARS)
     """Exact words from the source event that support it (verbatim, any length)."""
     kind: MemoryKind
     basis: Basis

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from amem.cli.sample import SAMPLE_CONVERSATION
-from amem.memory import MAX_CAPTURE_ENTRIES
+from amem.limits import MAX_CAPTURE_ENTRIES
 
 
 def amem_cli(

@@ -33,7 +33,7 @@ from mcp.client.stdio import get_default_environment, stdio_client
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
-from amem.server.tools import MAX_RESULT_CHARS
+from amem.limits import MCP_MAX_RESULT_CHARS
 
 pytestmark = pytest.mark.anyio
 
@@ -1006,7 +1006,7 @@ async def test_large_results_stay_bounded(anyio_backend: str, tmp_path: Path) ->
         result = await s.call_tool("memory_recall", {"query": "长城", "limit": 50})
         text = text_of(result)
         assert not result.isError
-        assert len(text) <= MAX_RESULT_CHARS
+        assert len(text) <= MCP_MAX_RESULT_CHARS
         hits = json.loads(text)
         assert hits["truncated_to_fit"] is True
         assert 0 < len(hits["items"]) < 50
@@ -1024,7 +1024,7 @@ async def test_large_results_stay_bounded(anyio_backend: str, tmp_path: Path) ->
         result = await s.call_tool("memory_read", {"id": "huge", "limit": 20_000})
         text = text_of(result)
         assert not result.isError
-        assert len(text) <= MAX_RESULT_CHARS
+        assert len(text) <= MCP_MAX_RESULT_CHARS
         page = json.loads(text)
         assert page["text"] == huge[:20_000]
         assert page["next_offset"] == 20_000
@@ -1051,8 +1051,8 @@ async def test_results_quoting_a_huge_event_stay_bounded(
         [memory_id] = json.loads(text_of(result))["memory_ids"]
         read = await s.call_tool("memory_read", {"id": memory_id, "limit": 100})
         assert not read.isError
-    assert len(text_of(read)) <= MAX_RESULT_CHARS
-    assert len(text_of(result)) <= MAX_RESULT_CHARS
+    assert len(text_of(read)) <= MCP_MAX_RESULT_CHARS
+    assert len(text_of(result)) <= MCP_MAX_RESULT_CHARS
 
 
 async def test_a_full_budget_resume_stays_bounded(anyio_backend: str, tmp_path: Path) -> None:
@@ -1068,7 +1068,7 @@ async def test_a_full_budget_resume_stays_bounded(anyio_backend: str, tmp_path: 
     pack = json.loads(text_of(result))
     # Escaped once more in the result, the agreements (about 48 kB of context) cannot fit
     # 60,000 characters: the budget is lowered until the pack fits, omitting them whole.
-    assert len(text_of(result)) <= MAX_RESULT_CHARS
+    assert len(text_of(result)) <= MCP_MAX_RESULT_CHARS
     assert len(pack["context"].encode()) <= pack["budget"] < 50_000
     assert pack["omitted"] == ["agreements"]
     assert "agreements" not in json.loads(pack["context"])

@@ -25,9 +25,10 @@ from .. import __version__
 from ..config import Settings, default_db_path
 from ..errors import AmemError, InvalidInput
 from ..inputs import validation_problems
-from ..memory import MAX_CAPTURE_ENTRIES, Memory, Scope
+from ..limits import MAX_CAPTURE_ENTRIES
+from ..memory import Memory, Scope
 from ..memory import open as open_memory
-from ..models import CaptureResult
+from ..models import RECALL_MODES, ROLES, SUBMITTABLE_CATEGORIES, CaptureResult
 from .sample import (
     PERSONA_TEXT,
     SAMPLE_CONVERSATION,
@@ -123,13 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
         ("Store one original message. TEXT '-' reads it from stdin. Prints the receipt."),
     )
     submit.add_argument("text", metavar="TEXT")
-    submit.add_argument("--role", default="user", choices=("user", "assistant", "system", "tool"))
+    submit.add_argument("--role", default="user", choices=ROLES)
     submit.add_argument("--event-id", help="stable ID (resubmitting is safe)")
     submit.add_argument("--session")
     submit.add_argument("--source")
-    submit.add_argument(
-        "--category", default="conversation", choices=("conversation", "reference", "persona")
-    )
+    submit.add_argument("--category", default="conversation", choices=SUBMITTABLE_CATEGORIES)
     submit.add_argument("--occurred-at", help="ISO-8601 with a UTC offset (default: now)")
 
     recall = command(
@@ -140,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     recall.add_argument("query", metavar="QUERY")
     recall.add_argument("--limit", type=int, default=10, help="1 to 200 (default 10)")
-    recall.add_argument("--mode", default="fast", choices=("fast", "semantic", "deep"))
+    recall.add_argument("--mode", default="fast", choices=RECALL_MODES)
     recall.add_argument("--as-of", help="what was true at this ISO-8601 time")
     recall.add_argument("--history", action="store_true", help="include facts that expired")
     recall.add_argument("--kind", action="append", dest="kinds", help="only this kind (repeatable)")

@@ -18,12 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..config import Settings
 from ..errors import InvalidInput, UpstreamError
 from ..inputs import validation_problems
+from ..limits import MAX_MEMORIES_PER_EVENT
 from ..models import DRAFT_FIELDS, MemoryDraft
 from ..store.facts import SourceEvent, derive_memories
 from .client import post_json
 
 CODE = "extraction_failed"
-MAX_MEMORIES_PER_EVENT = 50
 
 SYSTEM_PROMPT = """\
 You extract long-term memories from one message of a conversation between a user and an \

@@ -37,7 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..db.schema import SCHEMA_VERSION
 from ..errors import StorageError
-from ..inputs import MAX_EVENT_CHARS, db_time, parse_time, validation_problems
+from ..inputs import db_time, parse_time, validation_problems
+from ..limits import MAX_ARCHIVE_LINE_CHARS, MAX_EVENT_CHARS
 from ..models import Basis, Category, EventStatus, MemoryKind, Role
 
 FORMAT = "amem-archive"
@@ -52,12 +53,6 @@ KEYS = {"events": "seq", "memories": "num", "checkpoints": "num", "search_docs":
 """Integer keys that name a row in messages (other rows are named by position)."""
 JSON_COLUMNS = ("completed", "pending", "constraints")
 """Checkpoint columns stored as JSON text, archived as lists."""
-MAX_LINE_CHARS = 16 << 20
-"""Longer than any line amem writes (a checkpoint of 3 x 100 items of 4,000 characters,
-each escaped); a longer line is refused before it is held in memory."""
-MAX_CELL_BYTES = 16 << 20
-"""SQLite's length limit on a backup being read: no cell (or row) amem writes is longer,
-and a crafted one is refused by SQLite before it is built in memory."""
 Source = Generator[tuple[str, dict[str, Any], str], None, None]
 """``(table, row, where)`` of each row, in order; ``where`` names the row in messages."""
 
@@ -317,9 +312,9 @@ def read_lines(handle: TextIO) -> Source:
     meta: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
     rows = position = 0
-    lines = iter(partial(handle.readline, MAX_LINE_CHARS + 1), "")
+    lines = iter(partial(handle.readline, MAX_ARCHIVE_LINE_CHARS + 1), "")
     for number, text in enumerate(lines, start=1):
-        if len(text) > MAX_LINE_CHARS:
+        if len(text) > MAX_ARCHIVE_LINE_CHARS:
             raise BadRow(f"line {number} is longer than any line amem writes")
         if not text.strip():
             continue

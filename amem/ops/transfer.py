@@ -26,6 +26,7 @@ from ..db.schema import SCHEMA_VERSION
 from ..db.writer import storage_error
 from ..errors import InvalidInput, StorageError
 from ..inputs import db_time, utc_now
+from ..limits import MAX_ARCHIVE_CELL_BYTES
 from ..search import index
 from ..search.text import segment
 from ..store.facts import FADING_KINDS, topic_cue
@@ -146,7 +147,7 @@ def restore_backup(
     except sqlite3.Error:
         raise archive.invalid("the backup cannot be opened as SQLite") from None
     with closing(source):
-        source.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, archive.MAX_CELL_BYTES)
+        source.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_ARCHIVE_CELL_BYTES)
         try:
             with unreadable_backup():
                 version = source.execute("pragma user_version").fetchone()[0]

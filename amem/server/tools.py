@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO
 
 import anyio
 from mcp import types
@@ -31,22 +31,22 @@ from .. import __version__
 from ..config import Settings
 from ..errors import AmemError, InvalidInput
 from ..inputs import refused
+from ..limits import (
+    MCP_CLIP_CHARS,
+    MCP_MAX_BUDGET_TOKENS,
+    MCP_MAX_READ_CHARS,
+    MCP_MAX_RECALL_LIMIT,
+    MCP_MAX_RESULT_CHARS,
+)
 from ..memory import Memory, Scope
 from ..memory import open as open_memory
-from ..models import MemoryDraft
+from ..models import MemoryDraft, MemoryKind, RecallMode, Role, SubmittableCategory
 from . import session
 from .logs import StderrHandler
 from .session import ServerInfo
 
 log = logging.getLogger("amem")
 
-MAX_RESULT_CHARS = 60_000
-"""Tool results stay well under common client output caps (about 25k tokens)."""
-CLIP_CHARS = 2_000
-"""Length a string is cut to when a result would otherwise pass ``MAX_RESULT_CHARS``."""
-MAX_RECALL = 50
-MAX_READ = 20_000
-MAX_BUDGET_TOKENS = 50_000
 
 INSTRUCTIONS = """\
 amem is this conversation's long-term memory. Submit what was said with event_submit \
@@ -69,11 +69,11 @@ class Args(BaseModel):
 
 class EventSubmit(Args):
     text: str = Field(description="The original message text, exactly as said (<= 100,000 chars).")
-    role: Literal["user", "assistant", "system", "tool"]
+    role: Role
     event_id: str | None = Field(default=None, description="Stable ID; resubmitting is safe.")
     session: str | None = None
     source: str | None = None
-    category: Literal["conversation", "reference", "persona"] = "conversation"
+    category: SubmittableCategory = "conversation"
     occurred_at: str | None = Field(
         default=None, description="ISO-8601 with a UTC offset, e.g. 2026-11-30T09:00:00+08:00."
     )
@@ -86,17 +86,17 @@ class MemoryAdd(Args):
 
 class MemoryRecall(Args):
     query: str = Field(description="What to look for, in any language (<= 2,000 chars).")
-    limit: int = Field(default=10, ge=1, le=MAX_RECALL)
-    mode: Literal["fast", "semantic", "deep"] = "fast"
+    limit: int = Field(default=10, ge=1, le=MCP_MAX_RECALL_LIMIT)
+    mode: RecallMode = "fast"
     as_of: str | None = Field(default=None, description="ISO-8601 time: what was true then.")
     include_history: bool = False
-    kinds: list[str] | None = None
+    kinds: list[MemoryKind] | None = None
 
 
 class MemoryRead(Args):
     id: str = Field(description="A memory ID or an event ID.")
     offset: int = Field(default=0, ge=0)
-    limit: int = Field(default=4000, ge=1, le=MAX_READ)
+    limit: int = Field(default=4000, ge=1, le=MCP_MAX_READ_CHARS)
 
 
 class MemoryCorrect(Args):
@@ -129,7 +129,7 @@ class CheckpointSave(Args):
 class SessionResume(Args):
     session: str
     query: str | None = None
-    budget_tokens: int = Field(ge=1, le=MAX_BUDGET_TOKENS)
+    budget_tokens: int = Field(ge=1, le=MCP_MAX_BUDGET_TOKENS)
     model: str | None = None
 
 
@@ -225,9 +225,9 @@ async def session_resume(served: Served, a: SessionResume) -> Any:
     while True:
         pack = await scope.resume(a.session, query=a.query, budget=budget, model=a.model)
         size = len(compact(jsonable(pack)))
-        if size <= MAX_RESULT_CHARS:
+        if size <= MCP_MAX_RESULT_CHARS:
             return pack
-        budget = min(budget - 1, budget * (MAX_RESULT_CHARS - 2_000) // size)
+        budget = min(budget - 1, budget * (MCP_MAX_RESULT_CHARS - 2_000) // size)
 
 
 async def persona_get(served: Served, a: PersonaGet) -> Any:
@@ -344,28 +344,28 @@ def tool_error(error: AmemError) -> dict[str, Any]:
 
 
 def encode(result: Any) -> str:
-    """Compact JSON of a result, fitted to ``MAX_RESULT_CHARS``.
+    """Compact JSON of a result, fitted to ``MCP_MAX_RESULT_CHARS``.
 
-    Over the cap, the longest strings are cut to ``CLIP_CHARS`` first (their paths listed in
+    Over the cap, the longest strings are cut to ``MCP_CLIP_CHARS`` first (their paths listed in
     ``clipped``; memory_read pages the full text), then recall drops its weakest items.
     """
     if isinstance(result, BaseModel):  # pydantic writes the same JSON, several times faster
         text = result.model_dump_json()
-        if len(text) <= MAX_RESULT_CHARS:
+        if len(text) <= MCP_MAX_RESULT_CHARS:
             return text
     data = jsonable(result)
     text = compact(data)
-    if len(text) > MAX_RESULT_CHARS and isinstance(data, dict):
+    if len(text) > MCP_MAX_RESULT_CHARS and isinstance(data, dict):
         clipped = []
         for path, parent, key in long_strings(data):
-            parent[key] = parent[key][:CLIP_CHARS]
+            parent[key] = parent[key][:MCP_CLIP_CHARS]
             clipped.append(path)
             data["clipped"] = clipped
             text = compact(data)
-            if len(text) <= MAX_RESULT_CHARS:
+            if len(text) <= MCP_MAX_RESULT_CHARS:
                 break
     items = data.get("items") if isinstance(data, dict) else None
-    while len(text) > MAX_RESULT_CHARS and items:
+    while len(text) > MCP_MAX_RESULT_CHARS and items:
         items.pop()  # recall: drop the weakest items; ask again with a smaller limit
         data["truncated_to_fit"] = True
         text = compact(data)
@@ -377,7 +377,7 @@ def compact(data: Any) -> str:
 
 
 def long_strings(data: Any, path: str = "") -> list[tuple[str, Any, Any]]:
-    """(path, container, key) of every string over ``CLIP_CHARS``, longest first."""
+    """(path, container, key) of every string over ``MCP_CLIP_CHARS``, longest first."""
     found: list[tuple[int, str, Any, Any]] = []
     pending: list[tuple[str, Any]] = [(path, data)]
     while pending:
@@ -385,7 +385,7 @@ def long_strings(data: Any, path: str = "") -> list[tuple[str, Any, Any]]:
         pairs = node.items() if isinstance(node, dict) else enumerate(node)
         for key, value in pairs:
             where = f"{prefix}.{key}" if prefix else str(key)
-            if isinstance(value, str) and len(value) > CLIP_CHARS:
+            if isinstance(value, str) and len(value) > MCP_CLIP_CHARS:
                 found.append((len(compact(value)), where, node, key))
             elif isinstance(value, dict | list):
                 pending.append((where, value))

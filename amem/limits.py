@@ -1,0 +1,72 @@
+"""Every limit on what callers hand amem, in one place.
+
+Python callers get the wider limits; MCP tools are deliberately stricter where a result
+or a request lands in a model's context (``MCP_*``): a tool result must fit common client
+output caps, and a model that asks for 200 recall items or a 1M-token pack is wasting its
+own context. Limits of amem's own machinery (the writer's batch, the stdio line, the FTS
+level cap) stay beside the code they bound.
+"""
+
+from __future__ import annotations
+
+# --- text and names ---------------------------------------------------------------------
+
+MAX_EVENT_CHARS = 100_000
+"""Longest event text accepted, in characters (about 25k-100k tokens)."""
+MAX_MEMORY_CHARS = 2_000
+"""Longest memory text (one atomic statement)."""
+MAX_QUOTE_CHARS = MAX_EVENT_CHARS
+"""A quote is exact words of its event, so it can be as long as the event."""
+MAX_GIST_CHARS = 300
+MAX_KEY_CHARS = 200
+"""A draft's ``subject`` and ``fact_key``."""
+MAX_PERSONA_CHARS = 20_000
+MAX_ID_CHARS = 200
+"""Event and memory IDs, sessions, sources, instances."""
+MAX_NAME_CHARS = 100
+"""Persona and project names."""
+MAX_NOTE_CHARS = 1_000
+"""Reasons of corrections, notes of persona versions."""
+MAX_CHECKPOINT_CHARS = 4_000
+"""Each checkpoint field, and each item of its lists."""
+MAX_LIST_ITEMS = 100
+"""Items of a checkpoint list."""
+
+# --- requests ---------------------------------------------------------------------------
+
+MAX_QUERY_CHARS = 2_000
+"""Longest recall query (and the part of a pack's goal and steps recalled for)."""
+MAX_RECALL_LIMIT = 200
+DEFAULT_READ_CHARS = 4_000
+MAX_READ_CHARS = MAX_EVENT_CHARS
+"""One page of ``read``: a whole event at most."""
+MAX_DRAFTS = 100
+"""Drafts in one ``add_memories`` call."""
+MAX_MEMORIES_PER_EVENT = 50
+"""Drafts the extraction model may answer for one event."""
+MAX_BUDGET = 1_000_000
+"""Largest ``resume`` budget, in tokens."""
+MAX_CAPTURE_ENTRIES = 10_000
+"""Transcript entries in one ``host_ingest`` transaction (longer transcripts go in slices)."""
+
+# --- MCP: stricter, because results land in a model's context ----------------------------
+
+MCP_MAX_RESULT_CHARS = 60_000
+"""Tool results stay well under common client output caps (about 25k tokens)."""
+MCP_CLIP_CHARS = 2_000
+"""Length a string is cut to when a result would otherwise pass ``MCP_MAX_RESULT_CHARS``."""
+MCP_MAX_RECALL_LIMIT = 50
+"""``memory_recall.limit`` (Python: ``MAX_RECALL_LIMIT``)."""
+MCP_MAX_READ_CHARS = 20_000
+"""``memory_read.limit`` (Python: ``MAX_READ_CHARS``)."""
+MCP_MAX_BUDGET_TOKENS = 50_000
+"""``session_resume.budget_tokens`` (Python: ``MAX_BUDGET``)."""
+
+# --- archives ---------------------------------------------------------------------------
+
+MAX_ARCHIVE_LINE_CHARS = 16 << 20
+"""Longer than any line amem writes (a checkpoint of 3 x 100 items of 4,000 characters,
+each escaped); a longer line is refused before it is held in memory."""
+MAX_ARCHIVE_CELL_BYTES = 16 << 20
+"""SQLite's length limit on a backup being read: no cell (or row) amem writes is longer,
+and a crafted one is refused by SQLite before it is built in memory."""
