@@ -5,20 +5,32 @@ Every check raises ``InvalidInput`` naming the field, never echoing the value.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from .errors import InvalidInput
-from .limits import MAX_ID_CHARS
+from .limits import (
+    CONTROL_CHARS,
+    MAX_CHECKPOINT_CHARS,
+    MAX_DRAFTS,
+    MAX_EVENT_CHARS,
+    MAX_ID_CHARS,
+    MAX_LIST_ITEMS,
+)
+from .models import (
+    DRAFT_FIELDS,
+    ROLES,
+    SUBMITTABLE_CATEGORIES,
+    MemoryDraft,
+    Role,
+    SubmittableCategory,
+)
 
 S = TypeVar("S", bound=str)
-
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-"""Unicode's control characters (category Cc): C0, DEL and C1."""
 
 
 def require_text(value: object, field: str, *, max_chars: int) -> str:
@@ -41,7 +53,7 @@ def require_text(value: object, field: str, *, max_chars: int) -> str:
 def require_name(value: object, field: str, *, max_chars: int = MAX_ID_CHARS) -> str:
     """An identifier: non-empty, short, printable (no control characters)."""
     text = require_text(value, field, max_chars=max_chars)
-    if text != text.strip() or CONTROL.search(text):
+    if text != text.strip() or CONTROL_CHARS.search(text):
         raise InvalidInput(f"{field} must not contain control characters or edge whitespace")
     return text
 
@@ -120,3 +132,135 @@ def refused(exc: ValidationError, fields: Iterable[str], what: str) -> InvalidIn
     first = exc.errors()[0]["loc"]
     code = "invalid_time" if any(part in TIME_FIELDS for part in first) else None
     return InvalidInput(f"{what}: {validation_problems(exc, fields)}", code=code)
+
+
+def when_or_now(value: object, field: str) -> datetime:
+    """``parse_time`` of ``value``; now when it is None."""
+    return utc_now() if value is None else parse_time(value, field)
+
+
+# --- events ----------------------------------------------------------------------------
+
+EVENT_FIELDS = frozenset(
+    ("text", "role", "event_id", "session", "source", "category", "occurred_at")
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SubmittedEvent:
+    """What a caller said about one event, checked; the scope adds the rest."""
+
+    id: str | None
+    session: str | None
+    role: Role
+    category: SubmittableCategory
+    source: str | None
+    text: str
+    occurred_at: datetime | None
+
+
+def submitted_event(item: Mapping[str, Any], where: str = "") -> SubmittedEvent:
+    """The fields of one event a caller submits (``where`` prefixes the field names in
+    errors, e.g. ``entries[3]``)."""
+
+    def field(name: str) -> str:
+        return f"{where}.{name}" if where else name
+
+    if set(item) - EVENT_FIELDS:
+        raise InvalidInput(f"{where or 'event'} has fields amem does not know")
+    category = item.get("category") or "conversation"
+    if category == "correction":
+        raise InvalidInput("category 'correction' is reserved for correct()")
+    occurred_at = item.get("occurred_at")
+    return SubmittedEvent(
+        id=optional_name(item.get("event_id"), field("event_id")),
+        session=optional_name(item.get("session"), field("session")),
+        role=require_choice(item.get("role"), field("role"), ROLES),
+        category=require_choice(category, field("category"), SUBMITTABLE_CATEGORIES),
+        source=optional_name(item.get("source"), field("source")),
+        text=require_text(item.get("text"), field("text"), max_chars=MAX_EVENT_CHARS),
+        occurred_at=None if occurred_at is None else parse_time(occurred_at, field("occurred_at")),
+    )
+
+
+# --- memory drafts ---------------------------------------------------------------------
+
+
+def parse_drafts(memories: object) -> list[MemoryDraft]:
+    """Drafts from models or plain mappings; errors name the field, never the value."""
+    if not isinstance(memories, Sequence) or isinstance(memories, str):
+        raise InvalidInput("memories must be a list of memory drafts")
+    if not 1 <= len(memories) <= MAX_DRAFTS:
+        raise InvalidInput(f"memories must hold 1 to {MAX_DRAFTS} drafts")
+    drafts = []
+    for n, item in enumerate(memories):
+        try:
+            drafts.append(
+                item if isinstance(item, MemoryDraft) else MemoryDraft.model_validate(item)
+            )
+        except ValidationError as exc:
+            raise refused(exc, DRAFT_FIELDS, f"memories[{n}] is not a valid draft") from None
+    return drafts
+
+
+# --- checkpoints -----------------------------------------------------------------------
+
+CHECKPOINT_FIELDS = (
+    "session",
+    "goal",
+    "completed",
+    "pending",
+    "constraints",
+    "next_action",
+    "covered_seq",
+)
+
+
+def checkpoint_fields(
+    *,
+    session: object,
+    goal: object,
+    completed: object = (),
+    pending: object = (),
+    constraints: object = (),
+    next_action: object = None,
+    covered_seq: object = None,
+) -> dict[str, Any]:
+    """Validated keyword arguments of ``store.checkpoints.save_checkpoint``."""
+    return {
+        "session": require_name(session, "session"),
+        "goal": require_text(goal, "goal", max_chars=MAX_CHECKPOINT_CHARS),
+        "completed": require_text_list(completed, "completed"),
+        "pending": require_text_list(pending, "pending"),
+        "constraints": require_text_list(constraints, "constraints"),
+        "next_action": optional_text(next_action, "next_action", max_chars=MAX_CHECKPOINT_CHARS),
+        "covered_seq": None
+        if covered_seq is None
+        else require_int(covered_seq, "covered_seq", low=1, high=2**62),
+    }
+
+
+def checkpoint_from(checkpoint: object) -> dict[str, Any]:
+    """``checkpoint_fields`` of a mapping a host sent (``host_ingest``'s ``checkpoint``)."""
+    if not (
+        isinstance(checkpoint, Mapping)
+        and {"session", "goal"} <= checkpoint.keys() <= set(CHECKPOINT_FIELDS)
+    ):
+        raise InvalidInput(
+            f"checkpoint must be a mapping with session, goal and only: "
+            f"{', '.join(CHECKPOINT_FIELDS)}"
+        )
+    return checkpoint_fields(**checkpoint)
+
+
+def optional_text(value: object, field: str, *, max_chars: int) -> str | None:
+    return None if value is None else require_text(value, field, max_chars=max_chars)
+
+
+def require_text_list(items: object, field: str) -> list[str]:
+    if not isinstance(items, Sequence) or isinstance(items, str) or len(items) > MAX_LIST_ITEMS:
+        raise InvalidInput(f"{field} must be a list of at most {MAX_LIST_ITEMS} strings")
+    return [
+        require_text(item, f"{field}[{n}]", max_chars=MAX_CHECKPOINT_CHARS)
+        for n, item in enumerate(items)
+    ]

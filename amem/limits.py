@@ -9,7 +9,13 @@ level cap) stay beside the code they bound.
 
 from __future__ import annotations
 
+import re
+
 # --- text and names ---------------------------------------------------------------------
+
+CONTROL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""Unicode's control characters (category Cc): C0, DEL and C1. Never in an ID, a name or
+any other one-line field."""
 
 MAX_EVENT_CHARS = 100_000
 """Longest event text accepted, in characters (about 25k-100k tokens)."""

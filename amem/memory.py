@@ -1,13 +1,18 @@
 """The async API: ``open`` gives a ``Memory``; ``Memory.scope`` gives a ``Scope``.
 
-One anyio task group, opened by ``open``, owns everything a ``Memory`` runs (today the
-writer actor). Nothing is global: two ``Memory`` objects on two files share nothing, and
-two on one file (or two processes) coordinate through SQLite's own locks.
+One anyio task group, opened by ``open``, owns everything a ``Memory`` runs: the writer
+actor, the model pipeline, the jieba warm-up. Nothing is global: two ``Memory`` objects on
+two files share nothing, and two on one file (or two processes) coordinate through
+SQLite's own locks.
+
+``Memory`` and ``Scope`` validate what callers pass (``inputs``) and hand the work to
+plain functions of a connection (``store``, ``search``, ``ops``) through a ``Runtime``:
+``read(fn, /, *args, **kwargs)`` and ``write(fn, /, *args, **kwargs)``, typed with the
+function's own parameters. A scope adds its persona and project to every call.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 import sqlite3
 import uuid
@@ -15,35 +20,35 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
-from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import anyio
 import httpx
-from pydantic import ValidationError
 
 from .config import Settings
 from .db.database import Database
 from .errors import Closed, InvalidInput, UpstreamError
 from .inputs import (
+    SubmittedEvent,
+    checkpoint_fields,
+    checkpoint_from,
     db_time,
     optional_name,
+    parse_drafts,
     parse_time,
-    refused,
     require_choice,
     require_int,
     require_name,
     require_text,
+    submitted_event,
     utc_now,
+    when_or_now,
 )
 from .limits import (
     DEFAULT_READ_CHARS,
     MAX_BUDGET,
     MAX_CAPTURE_ENTRIES,
-    MAX_CHECKPOINT_CHARS,
-    MAX_DRAFTS,
     MAX_EVENT_CHARS,
-    MAX_LIST_ITEMS,
     MAX_MEMORY_CHARS,
     MAX_NAME_CHARS,
     MAX_NOTE_CHARS,
@@ -55,11 +60,8 @@ from .limits import (
 from .llm import embeddings, extraction
 from .llm.pipeline import Pipeline, Progress
 from .models import (
-    DRAFT_FIELDS,
     MEMORY_KINDS,
     RECALL_MODES,
-    ROLES,
-    SUBMITTABLE_CATEGORIES,
     ArchiveResult,
     CaptureResult,
     Checkpoint,
@@ -69,7 +71,6 @@ from .models import (
     Deletion,
     DoctorReport,
     EventReceipt,
-    EventStatus,
     Evidence,
     MemoryDraft,
     MemoryRecord,
@@ -99,9 +100,7 @@ from .store import (
     status,
 )
 
-EVENT_FIELDS = frozenset(
-    ("text", "role", "event_id", "session", "source", "category", "occurred_at")
-)
+P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -133,7 +132,7 @@ async def open(
             pipeline = None if client is None else Pipeline(db, settings, client)
             if pipeline is not None:
                 await tg.start(pipeline.serve)
-        memory = Memory(db, settings, pipeline)
+        memory = Memory(Runtime(db, settings, pipeline))
         try:
             yield memory
         except BaseException as exc:  # re-raised below, outside the task group
@@ -164,19 +163,82 @@ async def model_client(
         yield None
 
 
+class Runtime:
+    """What a ``Memory`` runs on, shared with every ``Scope`` it hands out: the database,
+    the settings and the model pipeline (None without a model endpoint)."""
+
+    def __init__(self, db: Database, settings: Settings, pipeline: Pipeline | None) -> None:
+        self.db = db
+        self.settings = settings
+        self.pipeline = pipeline
+        self.closed = False
+
+    async def read(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(conn, *args, **kwargs)`` on one read snapshot."""
+        if self.closed:
+            raise Closed("this Memory is closed")
+        return await self.db.read(fn, *args, **kwargs)
+
+    async def write(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(conn, *args, **kwargs)`` in a write transaction; returns after COMMIT."""
+        return await self.db.write(fn, *args, **kwargs)
+
+    def model_work(self, what: Literal["extraction", "embedding"]) -> Pipeline:
+        """The pipeline, if an endpoint for ``what`` is configured (else ``not_configured``)."""
+        configured = (
+            self.settings.extraction_enabled
+            if what == "extraction"
+            else self.settings.embedding_enabled
+        )
+        if not configured or self.pipeline is None:
+            prefix = "AMEM_EXTRACT" if what == "extraction" else "AMEM_EMBED"
+            raise InvalidInput(
+                f"no {what} endpoint is configured ({prefix}_BASE_URL, {prefix}_MODEL)",
+                code="not_configured",
+            )
+        return self.pipeline
+
+    def extract_later(self, receipts: Sequence[EventReceipt]) -> None:
+        """Queue the ``pending`` events for extraction (after COMMIT, never awaited)."""
+        if self.pipeline is not None:
+            for receipt in receipts:
+                if receipt.status == "pending":
+                    self.pipeline.enqueue(receipt.event_id)
+
+    async def aclose(self) -> None:
+        self.closed = True
+        if self.pipeline is not None:
+            self.pipeline.close()
+        await self.db.writer.close()
+
+
 class Memory:
     """An open memory database. Get one from ``amem.open``; use it through scopes."""
 
-    def __init__(self, db: Database, settings: Settings, pipeline: Pipeline | None) -> None:
-        self._db = db
-        self.settings = settings
-        self._pipeline = pipeline
-        self._closed = False
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this database was opened with."""
+        return self._runtime.settings
 
     @property
     def path(self) -> str:
         """The database file."""
-        return str(self._db.path)
+        return str(self._runtime.db.path)
 
     def scope(self, persona: str | None = None, project: str | None = None) -> Scope:
         """The persona + project partition every event and memory operation runs in.
@@ -185,16 +247,9 @@ class Memory:
         """
         return Scope(
             self,
-            require_name(
-                self.settings.default_persona if persona is None else persona,
-                "persona",
-                max_chars=MAX_NAME_CHARS,
-            ),
-            require_name(
-                self.settings.default_project if project is None else project,
-                "project",
-                max_chars=MAX_NAME_CHARS,
-            ),
+            self._runtime,
+            scope_name(persona, "persona", self.settings.default_persona),
+            scope_name(project, "project", self.settings.default_project),
         )
 
     async def persona(self, persona: str, version: int | None = None) -> Persona:
@@ -202,10 +257,10 @@ class Memory:
         name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
         if version is not None:
             require_int(version, "version", low=1, high=2**62)
-        found = await self._read(partial(personas.get_persona, persona=name, version=version))
+        found = await self._runtime.read(personas.get_persona, name, version)
         if found is not None:
             return found
-        return await self._write(partial(personas.ensure_persona, persona=name, now=_now()))
+        return await self._runtime.write(personas.ensure_persona, name, now=_now())
 
     async def set_persona(self, persona: str, text: str, *, note: str | None = None) -> Persona:
         """Append a new persona version with ``text``; returns it."""
@@ -213,22 +268,20 @@ class Memory:
         text = require_text(text, "text", max_chars=MAX_PERSONA_CHARS)
         if note is not None:
             note = require_text(note, "note", max_chars=MAX_NOTE_CHARS)
-        return await self._write(
-            partial(personas.append_version, persona=name, text=text, note=note, now=_now())
+        return await self._runtime.write(
+            personas.append_version, name, text=text, note=note, now=_now()
         )
 
     async def rollback_persona(self, persona: str, version: int) -> Persona:
         """Append a new version equal to ``version``; history is never erased."""
         name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
         require_int(version, "version", low=1, high=2**62)
-        return await self._write(
-            partial(personas.rollback_to, persona=name, version=version, now=_now())
-        )
+        return await self._runtime.write(personas.rollback_to, name, version, now=_now())
 
     async def persona_history(self, persona: str) -> list[Persona]:
         """Every version of ``persona``, oldest first (empty for a persona never read)."""
         name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
-        return await self._read(partial(personas.persona_history, persona=name))
+        return await self._runtime.read(personas.persona_history, name)
 
     async def export(
         self,
@@ -242,7 +295,7 @@ class Memory:
         the path to a directory. ``progress(done, total)`` is called from a worker thread.
         """
         target = await anyio.to_thread.run_sync(files.checked_target, path, root)
-        counts = await self._read(partial(transfer.write_archive, target=target, progress=progress))
+        counts = await self._runtime.read(transfer.write_archive, target, progress)
         return ArchiveResult(path=str(target), counts=counts)
 
     async def import_archive(
@@ -255,14 +308,15 @@ class Memory:
         ``progress(done, total)`` counts rows, from the writer's thread. Vectors need
         ``reindex``.
         """
-        return await self._load(transfer.import_archive, path, progress)
+        counts = await self._runtime.write(transfer.import_archive, path, progress)
+        return ArchiveResult(path=str(path), counts=counts)
 
     async def backup(
         self, path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
     ) -> ArchiveResult:
         """Copy the database to a new file with SQLite's backup API, while writers run."""
         target = await anyio.to_thread.run_sync(files.checked_target, path, root)
-        await anyio.to_thread.run_sync(transfer.backup_file, self._db.path, target)
+        await anyio.to_thread.run_sync(transfer.backup_file, self._runtime.db.path, target)
         return ArchiveResult(path=str(target), counts={})
 
     async def restore(
@@ -270,12 +324,7 @@ class Memory:
     ) -> ArchiveResult:
         """Load a backup file into this (empty) database, through the same validation as
         an archive (and the same single transaction), and rebuild the search index."""
-        return await self._load(transfer.restore_backup, path, progress)
-
-    async def _load(
-        self, load: transfer.Load, path: str | os.PathLike[str], progress: Progress | None
-    ) -> ArchiveResult:
-        counts = await self._write(partial(load, path=path, progress=progress))
+        counts = await self._runtime.write(transfer.restore_backup, path, progress)
         return ArchiveResult(path=str(path), counts=counts)
 
     async def doctor(self, *, rebuild_index: bool = False) -> DoctorReport:
@@ -283,38 +332,16 @@ class Memory:
         rebuilds the search index from the data. The checks that read every row run on a
         read snapshot; the others hold the write lock while they check."""
         if rebuild_index:
-            sources = await self._read(doctor.index_sources)
+            sources = await self._runtime.read(doctor.index_sources)
             segmented = await segment_off_loop([source[4] for source in sources])
             docs = [(*s[:4], t) for s, t in zip(sources, segmented, strict=True)]
-            await self._write(partial(doctor.rebuild_index, docs=docs))
-        row_checks = await self._read(doctor.row_checks)
-        return await self._write(
-            partial(doctor.examine, settings=self.settings, row_checks=row_checks)
-        )
+            await self._runtime.write(doctor.rebuild_index, docs)
+        row_checks = await self._runtime.read(doctor.row_checks)
+        return await self._runtime.write(doctor.examine, self.settings, row_checks)
 
     async def aclose(self) -> None:
         """Cancel model calls, let queued writes commit, refuse new work. ``open`` calls it."""
-        self._closed = True
-        if self._pipeline is not None:
-            self._pipeline.close()
-        await self._db.writer.close()
-
-    def _model_work(self, configured: bool, what: str) -> Pipeline:
-        if not configured or self._pipeline is None:
-            prefix = "AMEM_EXTRACT" if what == "extraction" else "AMEM_EMBED"
-            raise InvalidInput(
-                f"no {what} endpoint is configured ({prefix}_BASE_URL, {prefix}_MODEL)",
-                code="not_configured",
-            )
-        return self._pipeline
-
-    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._db.write(fn)
-
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._closed:
-            raise Closed("this Memory is closed")
-        return await self._db.read(fn)
+        await self._runtime.aclose()
 
 
 class Scope:
@@ -324,13 +351,34 @@ class Scope:
     trusted user's data; they are not a security boundary between tenants.
     """
 
-    def __init__(self, memory: Memory, persona: str, project: str) -> None:
+    def __init__(self, memory: Memory, runtime: Runtime, persona: str, project: str) -> None:
         self._memory = memory
+        self._runtime = runtime
         self.persona = persona
         self.project = project
 
     def __repr__(self) -> str:
         return f"Scope(persona={self.persona!r}, project={self.project!r})"
+
+    async def _read(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, str, str, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(conn, persona, project, *args, **kwargs)`` for this scope, on a snapshot."""
+        return await self._runtime.read(fn, self.persona, self.project, *args, **kwargs)
+
+    async def _write(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, str, str, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(conn, persona, project, *args, **kwargs)`` for this scope, committed."""
+        return await self._runtime.write(fn, self.persona, self.project, *args, **kwargs)
 
     async def submit_event(
         self,
@@ -349,12 +397,11 @@ class Scope:
         ``duplicate=True`` (an omitted ``occurred_at`` reuses the stored time); a different
         payload or scope raises ``Conflict`` (``duplicate_conflict``). Never waits for a model.
         """
-        [event] = await self._new_events(
-            [{"text": text, "role": role, "event_id": event_id, "session": session,
-              "source": source, "category": category, "occurred_at": occurred_at}]
-        )  # fmt: skip
-        receipt = await self._memory._write(partial(events.insert_event, event=event))
-        self._enqueue_pending([receipt])
+        item = {"text": text, "role": role, "event_id": event_id, "session": session,
+                "source": source, "category": category, "occurred_at": occurred_at}  # fmt: skip
+        [event] = await self._new_events([item])
+        receipt = await self._runtime.write(events.insert_event, event)
+        self._runtime.extract_later([receipt])
         return receipt
 
     async def read(self, id: str, *, offset: int = 0, limit: int = DEFAULT_READ_CHARS) -> Evidence:
@@ -365,10 +412,7 @@ class Scope:
         id = require_name(id, "id")
         offset = require_int(offset, "offset", low=0, high=MAX_EVENT_CHARS)
         limit = require_int(limit, "limit", low=1, high=MAX_READ_CHARS)
-        return await self._memory._read(
-            partial(evidence.read_evidence, persona=self.persona, project=self.project,
-                    id=id, offset=offset, limit=limit)
-        )  # fmt: skip
+        return await self._read(evidence.read_evidence, id=id, offset=offset, limit=limit)
 
     async def add_memories(
         self, event_id: str, memories: Sequence[MemoryDraft | Mapping[str, Any]]
@@ -384,10 +428,9 @@ class Scope:
         event_id = require_name(event_id, "event_id")
         drafts = parse_drafts(memories)
         segmented = await segment_off_loop([draft.text for draft in drafts])
-        return await self._memory._write(
-            partial(facts.derive_memories, persona=self.persona, project=self.project,
-                    event_id=event_id, drafts=drafts, segmented=segmented, now=_now())
-        )  # fmt: skip
+        return await self._write(
+            facts.derive_memories, event_id=event_id, drafts=drafts, segmented=segmented, now=_now()
+        )
 
     async def recall(
         self,
@@ -413,29 +456,39 @@ class Scope:
         wanted = (
             None if kinds is None else {require_choice(k, "kinds", MEMORY_KINDS) for k in kinds}
         )
-        settings = self._memory.settings
+        settings = self._runtime.settings
         request = RecallQuery(
-            persona=self.persona, project=self.project, query=query, limit=limit, as_of=when,
-            include_history=include_history, kinds=None if wanted is None else frozenset(wanted),
+            persona=self.persona,
+            project=self.project,
+            query=query,
+            limit=limit,
+            as_of=when,
+            include_history=include_history,
+            kinds=None if wanted is None else frozenset(wanted),
             half_life_days=settings.freshness_half_life_days,
             fade_after_days=settings.fade_after_days,
             coarsen_after_days=settings.coarsen_after_days,
-        )  # fmt: skip
+        )
         warnings: list[str] = []
         if mode != "fast":
             request, warnings = await self._with_query_vector(request, mode)
-        items, found = await self._memory._read(partial(recall_memories, q=request))
-        warnings += found
+        items, found = await self._runtime.read(recall_memories, request)
         return RecallResult(
-            query=query, persona=self.persona, project=self.project, as_of=when, mode=mode,
-            include_history=include_history, items=items, warnings=warnings,
-        )  # fmt: skip
+            query=query,
+            persona=self.persona,
+            project=self.project,
+            as_of=when,
+            mode=mode,
+            include_history=include_history,
+            items=items,
+            warnings=warnings + found,
+        )
 
     async def _with_query_vector(
         self, request: RecallQuery, mode: str
     ) -> tuple[RecallQuery, list[str]]:
         """Embed the query for ``semantic``/``deep`` recall (outside any transaction)."""
-        settings, pipeline = self._memory.settings, self._memory._pipeline
+        settings, pipeline = self._runtime.settings, self._runtime.pipeline
         if not settings.embedding_enabled or pipeline is None:
             return request, [f"{mode} mode needs an embedding endpoint; ranked lexically"]
         try:
@@ -444,11 +497,15 @@ class Scope:
             )
         except UpstreamError as exc:
             return request, [f"the query could not be embedded ({exc.message}); ranked lexically"]
-        return replace(
-            request, vector=vector, fingerprint=settings.embed_fingerprint,
-            scan=settings.semantic_scan if mode == "semantic" else None,
+        scan = settings.semantic_scan if mode == "semantic" else None
+        with_vector = replace(
+            request,
+            vector=vector,
+            fingerprint=settings.embed_fingerprint,
+            scan=scan,
             min_similarity=settings.embed_min_similarity,
-        ), []  # fmt: skip
+        )
+        return with_vector, []
 
     async def retry(
         self, event_id: str | None = None, *, progress: Progress | None = None
@@ -459,22 +516,21 @@ class Scope:
         before extraction was configured). ``progress(done, total)`` is called as events
         finish. Needs an extraction endpoint (``not_configured`` otherwise).
         """
-        pipeline = self._memory._model_work(self._memory.settings.extraction_enabled, "extraction")
+        pipeline = self._runtime.model_work("extraction")
         if event_id is not None:
             event_id = require_name(event_id, "event_id")
             await self.read(event_id, limit=1)  # not_found for unknown and foreign IDs
             ids = [event_id]
         else:
-            ids = await self._memory._read(
-                partial(extraction.retryable, persona=self.persona, project=self.project)
-            )
+            ids = await self._read(extraction.retryable)
         outcomes = await pipeline.extract_many(ids, (self.persona, self.project), progress)
         return RetryResult(
-            persona=self.persona, project=self.project,
+            persona=self.persona,
+            project=self.project,
             extracted=[o.event_id for o in outcomes if o.status == "extracted"],
             failed=[o.event_id for o in outcomes if o.status == "failed"],
             memory_ids=[m for o in outcomes if o.new for m in o.memory_ids],
-        )  # fmt: skip
+        )
 
     async def reindex(self, *, progress: Progress | None = None) -> ReindexResult:
         """Rebuild this scope's vector index with the configured embedding endpoint.
@@ -483,34 +539,34 @@ class Scope:
         succeeded (an ``UpstreamError`` leaves the old index as it was).
         ``progress(done, total)`` is called after each batch.
         """
-        settings = self._memory.settings
-        pipeline = self._memory._model_work(settings.embedding_enabled, "embedding")
+        pipeline = self._runtime.model_work("embedding")
         total, stored = await pipeline.reindex(self.persona, self.project, progress)
-        assert settings.embed_fingerprint is not None
+        fingerprint = self._runtime.settings.embed_fingerprint
+        assert fingerprint is not None
         return ReindexResult(
-            persona=self.persona, project=self.project, fingerprint=settings.embed_fingerprint,
-            memories=total, embedded=stored,
-        )  # fmt: skip
+            persona=self.persona,
+            project=self.project,
+            fingerprint=fingerprint,
+            memories=total,
+            embedded=stored,
+        )
 
     async def status(self) -> Status:
         """Counts, pending and failed extractions, vector coverage and schema version."""
-        return await self._memory._read(
-            partial(status.scope_status, persona=self.persona, project=self.project,
-                    settings=self._memory.settings)
-        )  # fmt: skip
+        return await self._read(status.scope_status, self._runtime.settings)
 
     async def current_emotion(
         self, *, as_of: str | datetime | None = None
     ) -> CurrentEmotion | None:
         """The latest emotion the assistant expressed, decayed toward zero (6-hour
         half-life by default); None when there is none or it has faded below the floor."""
-        settings = self._memory.settings
-        return await self._memory._read(
-            partial(emotions.current_emotion, persona=self.persona, project=self.project,
-                    as_of=when_or_now(as_of, "as_of"),
-                    half_life_hours=settings.emotion_half_life_hours,
-                    floor=settings.emotion_floor)
-        )  # fmt: skip
+        settings = self._runtime.settings
+        return await self._read(
+            emotions.current_emotion,
+            as_of=when_or_now(as_of, "as_of"),
+            half_life_hours=settings.emotion_half_life_hours,
+            floor=settings.emotion_floor,
+        )
 
     async def resume(
         self,
@@ -539,37 +595,42 @@ class Scope:
         when = when_or_now(as_of, "as_of")
         persona = await self._memory.persona(self.persona)
         checkpoint = await self.checkpoint(session)
-        agreements = await self._memory._read(
-            partial(packs.recent_agreements, persona=self.persona, project=self.project,
-                    as_of=when)
-        )  # fmt: skip
+        agreements = await self._read(packs.recent_agreements, when)
         about = packs.recall_query(query, checkpoint)
-        recalled = [] if about is None else (
-            await self.recall(about, limit=packs.RECALLED + len(agreements), as_of=when)
-        ).items  # fmt: skip
-        events_ = await self._memory._read(
-            partial(packs.recent_events, persona=self.persona, project=self.project,
-                    session=session, as_of=when)
-        )  # fmt: skip
+        recalled = []
+        if about is not None:
+            limit = packs.RECALLED + len(agreements)
+            recalled = (await self.recall(about, limit=limit, as_of=when)).items
+        recent = await self._read(packs.recent_events, session, when)
         framing = {
-            "amem_context": 1, "notice": packs.NOTICE,
+            "amem_context": 1,
+            "notice": packs.NOTICE,
             "scope": {"persona": self.persona, "project": self.project},
-            "session": session, "as_of": when.isoformat(),
-        }  # fmt: skip
+            "session": session,
+            "as_of": when.isoformat(),
+        }
         components = [
             ("persona", packs.persona_component(persona)),
             ("checkpoint", packs.checkpoint_component(checkpoint)),
             ("agreements", agreements),
             ("memories", packs.memories_component(recalled, {a["id"] for a in agreements})),
             ("emotion", packs.emotion_component(await self.current_emotion(as_of=when))),
-            ("recent_events", events_),
+            ("recent_events", recent),
         ]
-        text_, included, omitted, insufficient = packs.pack(framing, components, budget)
+        context, included, omitted, insufficient = packs.pack(framing, components, budget)
         return ContextPack(
-            persona=self.persona, project=self.project, session=session, context=text_,
-            included=included, omitted=omitted, tokens_used=packs.size(text_), budget=budget,
-            counter="utf8_bytes", insufficient_budget=insufficient, as_of=when,
-        )  # fmt: skip
+            persona=self.persona,
+            project=self.project,
+            session=session,
+            context=context,
+            included=included,
+            omitted=omitted,
+            tokens_used=packs.size(context),
+            budget=budget,
+            counter="utf8_bytes",
+            insufficient_budget=insufficient,
+            as_of=when,
+        )
 
     async def correct(
         self,
@@ -592,11 +653,16 @@ class Scope:
         if reason is not None:
             reason = require_text(reason, "reason", max_chars=MAX_NOTE_CHARS)
         [segmented] = await segment_off_loop([text])
-        return await self._memory._write(
-            partial(corrections.correct, persona=self.persona, project=self.project,
-                    memory_id=memory_id, text=text, segmented=segmented, valid_at=start,
-                    reason=reason, correction_event_id=new_event_id(), now=_now())
-        )  # fmt: skip
+        return await self._write(
+            corrections.correct,
+            memory_id=memory_id,
+            text=text,
+            segmented=segmented,
+            valid_at=start,
+            reason=reason,
+            correction_event_id=new_event_id(),
+            now=_now(),
+        )
 
     async def delete(
         self, *, event_id: str | None = None, memory_id: str | None = None
@@ -607,23 +673,21 @@ class Scope:
         """
         if (event_id is None) == (memory_id is None):
             raise InvalidInput("give exactly one of event_id and memory_id")
-        removed = await self._memory._write(
-            partial(erasure.delete, persona=self.persona, project=self.project,
-                    event_id=optional_name(event_id, "event_id"),
-                    memory_id=optional_name(memory_id, "memory_id"), now=_now())
-        )  # fmt: skip
+        event_id = optional_name(event_id, "event_id")
+        memory_id = optional_name(memory_id, "memory_id")
+        removed = await self._write(
+            erasure.delete, event_id=event_id, memory_id=memory_id, now=_now()
+        )
         # the index's copies of deleted terms and the WAL's copies of deleted pages go
         # when the writer is next idle (a merge and a WAL truncation), never on this await
-        self._memory._db.writer.when_idle(index.purge_deleted_terms)
+        self._runtime.db.writer.when_idle(index.purge_deleted_terms)
         return removed
 
     async def relate(self, from_id: str, to_id: str) -> Relation:
         """Link two memories of this scope with an explicit ``related`` link (idempotent)."""
-        return await self._memory._write(
-            partial(relations.relate, persona=self.persona, project=self.project,
-                    from_id=require_name(from_id, "from_id"),
-                    to_id=require_name(to_id, "to_id"), now=_now())
-        )  # fmt: skip
+        from_id = require_name(from_id, "from_id")
+        to_id = require_name(to_id, "to_id")
+        return await self._write(relations.relate, from_id=from_id, to_id=to_id, now=_now())
 
     async def save_checkpoint(
         self,
@@ -639,62 +703,20 @@ class Scope:
         """Record the host's task state for ``session``; ``covered_seq`` must be the seq of
         an event of this scope and session. amem records it; it cannot verify it."""
         fields = checkpoint_fields(
-            session=session, goal=goal, completed=completed, pending=pending,
-            constraints=constraints, next_action=next_action, covered_seq=covered_seq,
-        )  # fmt: skip
-        return await self._memory._write(
-            partial(checkpoints.save_checkpoint, persona=self.persona, project=self.project,
-                    now=_now(), **fields)
-        )  # fmt: skip
+            session=session,
+            goal=goal,
+            completed=completed,
+            pending=pending,
+            constraints=constraints,
+            next_action=next_action,
+            covered_seq=covered_seq,
+        )
+        return await self._write(checkpoints.save_checkpoint, now=_now(), **fields)
 
     async def checkpoint(self, session: str) -> Checkpoint | None:
         """The latest checkpoint of ``session`` that no correction or deletion invalidated."""
-        return await self._memory._read(
-            partial(checkpoints.latest_checkpoint, persona=self.persona, project=self.project,
-                    session=require_name(session, "session"))
-        )  # fmt: skip
-
-    async def _new_events(self, items: Sequence[Mapping[str, Any]]) -> list[events.NewEvent]:
-        """Validated events, conversation text segmented for the index (off the loop)."""
-        now = utc_now()
-        made = [self._new_event(item, f"events[{n}]" if len(items) > 1 else "", now)
-                for n, item in enumerate(items)]  # fmt: skip
-        indexed = [n for n, event in enumerate(made) if event.category == "conversation"]
-        segmented = await segment_off_loop([made[n].text for n in indexed])
-        for n, tokens in zip(indexed, segmented, strict=True):
-            made[n].segmented = tokens  # the raw-fallback index
-        return made
-
-    def _new_event(self, item: Mapping[str, Any], where: str, now: datetime) -> events.NewEvent:
-        def field(name: str) -> str:
-            return f"{where}.{name}" if where else name
-
-        unknown = set(item) - EVENT_FIELDS
-        if unknown:
-            raise InvalidInput(f"{where or 'event'} has fields amem does not know")
-        category = item.get("category") or "conversation"
-        if category == "correction":
-            raise InvalidInput("category 'correction' is reserved for correct()")
-        occurred_at = item.get("occurred_at")
-        event_id = item.get("event_id")
-        return events.NewEvent(
-            id=require_name(event_id, field("event_id"))
-            if event_id is not None
-            else new_event_id(),
-            persona=self.persona,
-            project=self.project,
-            session=optional_name(item.get("session"), field("session")),
-            role=require_choice(item.get("role"), field("role"), ROLES),
-            category=require_choice(category, field("category"), SUBMITTABLE_CATEGORIES),
-            source=optional_name(item.get("source"), field("source")),
-            text=require_text(item.get("text"), field("text"), max_chars=MAX_EVENT_CHARS),
-            occurred_at=db_time(
-                now if occurred_at is None else parse_time(occurred_at, field("occurred_at"))
-            ),
-            occurred_at_given=occurred_at is not None,
-            ingested_at=db_time(now),
-            status=self._initial_status(category),
-        )
+        session = require_name(session, "session")
+        return await self._read(checkpoints.latest_checkpoint, session)
 
     async def host_ingest(
         self,
@@ -726,95 +748,100 @@ class Scope:
                 raise InvalidInput(f"entries[{n}] needs an event_id (a stable ID)")
         made = await self._new_events(entries)
         fields = None if checkpoint is None else checkpoint_from(checkpoint)
-        result = await self._memory._write(
-            partial(capture.ingest, persona=self.persona, project=self.project,
-                    instance=instance, start=start, entries=made,
-                    expected_cursor=expected_cursor, checkpoint=fields, now=_now())
-        )  # fmt: skip
-        self._enqueue_pending(result.receipts)
+        result = await self._write(
+            capture.ingest,
+            instance=instance,
+            start=start,
+            entries=made,
+            expected_cursor=expected_cursor,
+            checkpoint=fields,
+            now=_now(),
+        )
+        self._runtime.extract_later(result.receipts)
         return result
+
+    async def capture_transcript(
+        self,
+        instance: str,
+        entries: Sequence[Mapping[str, Any]],
+        *,
+        checkpoint: Mapping[str, Any] | None = None,
+        progress: Progress | None = None,
+    ) -> CaptureResult:
+        """Capture a whole transcript (``entries`` from its first entry on, as
+        ``host_ingest`` takes them): the entries past this instance's cursor are sent in
+        slices of at most ``MAX_CAPTURE_ENTRIES``, each one compare-and-set transaction from
+        the cursor it read, and ``checkpoint`` goes with the last, so it is saved only once
+        everything before it is captured. ``progress(done, total)`` follows the slices. The
+        result adds up every slice.
+        """
+        cursor = first = await self.capture_cursor(instance)
+        slices: list[CaptureResult] = []
+        while True:
+            chunk = entries[cursor : cursor + MAX_CAPTURE_ENTRIES]
+            last = cursor + len(chunk) >= len(entries)
+            done = await self.host_ingest(
+                instance,
+                chunk,
+                start=cursor,
+                expected_cursor=cursor,
+                checkpoint=checkpoint if last else None,
+            )
+            slices.append(done)
+            cursor = done.cursor
+            if progress is not None:
+                progress(min(cursor, len(entries)), len(entries))
+            if last:
+                break
+        return done.model_copy(
+            update={
+                "stored": [e for s in slices for e in s.stored],
+                "duplicates": [e for s in slices for e in s.duplicates],
+                "skipped": min(first, len(entries)),
+                "receipts": [r for s in slices for r in s.receipts],
+            }
+        )
 
     async def capture_cursor(self, instance: str) -> int:
         """How many transcript entries ``instance`` has captured in this scope."""
-        return await self._memory._read(
-            partial(capture.read_cursor, persona=self.persona, project=self.project,
-                    instance=require_name(instance, "instance"))
-        )  # fmt: skip
+        return await self._read(capture.read_cursor, require_name(instance, "instance"))
 
-    def _enqueue_pending(self, receipts: Sequence[EventReceipt]) -> None:
-        pipeline = self._memory._pipeline
-        for receipt in receipts:
-            if receipt.status == "pending" and pipeline is not None:
-                pipeline.enqueue(receipt.event_id)  # after COMMIT, never awaited
+    async def _new_events(self, items: Sequence[Mapping[str, Any]]) -> list[events.NewEvent]:
+        """Validated events of this scope; conversation text segmented for the index (the
+        raw fallback), off the loop."""
+        now = utc_now()
+        many = len(items) > 1
+        made = [
+            self._new_event(submitted_event(item, f"events[{n}]" if many else ""), now)
+            for n, item in enumerate(items)
+        ]
+        indexed = [n for n, event in enumerate(made) if event.category == "conversation"]
+        segmented = await segment_off_loop([made[n].text for n in indexed])
+        for n, tokens in zip(indexed, segmented, strict=True):
+            made[n].segmented = tokens
+        return made
 
-    def _initial_status(self, category: str) -> EventStatus:
-        if category == "conversation" and self._memory.settings.extraction_enabled:
-            return "pending"
-        return "stored"
-
-
-def parse_drafts(memories: object) -> list[MemoryDraft]:
-    """Drafts from models or plain mappings; errors name the field, never the value."""
-    if not isinstance(memories, Sequence) or isinstance(memories, str):
-        raise InvalidInput("memories must be a list of memory drafts")
-    if not 1 <= len(memories) <= MAX_DRAFTS:
-        raise InvalidInput(f"memories must hold 1 to {MAX_DRAFTS} drafts")
-    drafts = []
-    for n, item in enumerate(memories):
-        try:
-            drafts.append(
-                item if isinstance(item, MemoryDraft) else MemoryDraft.model_validate(item)
-            )
-        except ValidationError as exc:
-            raise refused(exc, DRAFT_FIELDS, f"memories[{n}] is not a valid draft") from None
-    return drafts
-
-
-def checkpoint_fields(
-    *,
-    session: object,
-    goal: object,
-    completed: object = (),
-    pending: object = (),
-    constraints: object = (),
-    next_action: object = None,
-    covered_seq: object = None,
-) -> dict[str, Any]:
-    """Validated arguments of ``checkpoints.save_checkpoint``."""
-    return {
-        "session": require_name(session, "session"),
-        "goal": require_text(goal, "goal", max_chars=MAX_CHECKPOINT_CHARS),
-        "completed": require_text_list(completed, "completed"),
-        "pending": require_text_list(pending, "pending"),
-        "constraints": require_text_list(constraints, "constraints"),
-        "next_action": None if next_action is None
-        else require_text(next_action, "next_action", max_chars=MAX_CHECKPOINT_CHARS),
-        "covered_seq": None if covered_seq is None
-        else require_int(covered_seq, "covered_seq", low=1, high=2**62),
-    }  # fmt: skip
-
-
-def checkpoint_from(checkpoint: object) -> dict[str, Any]:
-    """``checkpoint_fields`` of a mapping a host sent (``host_ingest``'s ``checkpoint``)."""
-    keys = inspect.signature(checkpoint_fields).parameters.keys()
-    if not isinstance(checkpoint, Mapping) or not {"session", "goal"} <= checkpoint.keys() <= keys:
-        raise InvalidInput(
-            f"checkpoint must be a mapping with session, goal and only: {', '.join(keys)}"
+    def _new_event(self, event: SubmittedEvent, now: datetime) -> events.NewEvent:
+        extracted = event.category == "conversation" and self._runtime.settings.extraction_enabled
+        return events.NewEvent(
+            id=event.id or new_event_id(),
+            persona=self.persona,
+            project=self.project,
+            session=event.session,
+            role=event.role,
+            category=event.category,
+            source=event.source,
+            text=event.text,
+            occurred_at=db_time(event.occurred_at or now),
+            occurred_at_given=event.occurred_at is not None,
+            ingested_at=db_time(now),
+            status="pending" if extracted else "stored",
         )
-    return checkpoint_fields(**checkpoint)
 
 
-def require_text_list(items: object, field: str) -> list[str]:
-    if not isinstance(items, Sequence) or isinstance(items, str) or len(items) > MAX_LIST_ITEMS:
-        raise InvalidInput(f"{field} must be a list of at most {MAX_LIST_ITEMS} strings")
-    return [
-        require_text(item, f"{field}[{n}]", max_chars=MAX_CHECKPOINT_CHARS)
-        for n, item in enumerate(items)
-    ]
-
-
-def when_or_now(value: str | datetime | None, field: str) -> datetime:
-    return utc_now() if value is None else parse_time(value, field)
+def scope_name(name: str | None, field: str, default: str) -> str:
+    """A persona or project name; None (never "") takes the configured default."""
+    return require_name(default if name is None else name, field, max_chars=MAX_NAME_CHARS)
 
 
 def new_event_id() -> str:

@@ -7,8 +7,13 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .inputs import CONTROL
-from .limits import MAX_GIST_CHARS, MAX_KEY_CHARS, MAX_MEMORY_CHARS, MAX_QUOTE_CHARS
+from .limits import (
+    CONTROL_CHARS,
+    MAX_GIST_CHARS,
+    MAX_KEY_CHARS,
+    MAX_MEMORY_CHARS,
+    MAX_QUOTE_CHARS,
+)
 
 Role = Literal["user", "assistant", "system", "tool"]
 SubmittableCategory = Literal["conversation", "reference", "persona"]
@@ -132,7 +137,7 @@ class MemoryDraft(BaseModel):
     @field_validator("subject", "fact_key", "gist")
     @classmethod
     def one_line(cls, value: str | None) -> str | None:
-        if value is not None and (value != value.strip() or CONTROL.search(value)):
+        if value is not None and (value != value.strip() or CONTROL_CHARS.search(value)):
             raise ValueError("must be one line without control characters or edge whitespace")
         return value
 

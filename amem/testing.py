@@ -1,4 +1,5 @@
-"""Test helpers, public like ``trio.testing``: a real OpenAI-compatible server on 127.0.0.1.
+"""Test helpers, public like ``trio.testing``: a real OpenAI-compatible server on 127.0.0.1,
+and a way below the public API for tests and benches that must reach it.
 
 ``FakeOpenAI`` serves ``/v1/chat/completions`` with scripted extraction answers and
 ``/v1/embeddings`` with deterministic vectors (hashed bags of amem's search tokens, so
@@ -19,9 +20,21 @@ import threading
 import zlib
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .search.text import tokens
+
+if TYPE_CHECKING:
+    from .db.database import Database
+    from .memory import Memory
+
+
+def database(memory: Memory) -> Database:
+    """The ``Database`` under ``memory`` (its writer actor and read connections), for tests
+    and benches that reach below the public API: raw SQL in a write transaction, holding
+    the writer busy, counting commits. Not for applications."""
+    return memory._runtime.db
+
 
 Answer = Callable[[dict[str, Any]], "list[dict[str, Any]] | str"]
 """Given the event the model is asked about (``role``, ``occurred_at``, ``text``), return

@@ -46,6 +46,7 @@ from amem.inputs import db_time, utc_now
 from amem.search.index import INSERT_DOC, INSERT_FTS, index_doc
 from amem.search.text import literal, scope_token, segment, segment_off_loop, warm_up
 from amem.store.events import INSERT_EVENT
+from amem.testing import database
 
 PERSONA, PROJECT = "bench", "ingest"
 RAW_BATCH = 256
@@ -199,7 +200,7 @@ def run_amem(path: Path, workload: list[list[Ev]], backend: str) -> Result:
                 for events in workload:
                     tg.start_soon(session_task, scope, events)
             elapsed = time.perf_counter() - start
-            commits = mem._db.writer.commits
+            commits = database(mem).writer.commits
 
     anyio.run(main, backend=backend)
     for exc in failures[:5]:

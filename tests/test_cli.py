@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from amem.cli.sample import SAMPLE_CONVERSATION
+from amem.cli.demo import SAMPLE_CONVERSATION
 from amem.limits import MAX_CAPTURE_ENTRIES
 
 
@@ -157,7 +157,7 @@ def section(out: str, number: int) -> str:
 
 
 def test_demo_tells_the_story_it_promises(tmp_path: Path) -> None:
-    from amem.cli.sample import SAMPLE_MEMORIES
+    from amem.cli.demo import SAMPLE_MEMORIES
     from amem.search.text import _jieba
 
     result = amem_cli("demo", "--db", str(tmp_path / "demo.db"))

@@ -1,4 +1,6 @@
-"""Erasure at scale: the search index survives thousands of deletions, a broken index can
+"""Permanent deletion: what goes (an event, everything derived from it, its correction
+lineage, their index rows, vectors and edges) and what stays; the deleted text leaves the
+file. At scale: the search index survives thousands of deletions, a broken index can
 always be rebuilt, and a deletion never waits for another connection's readers."""
 
 from __future__ import annotations
@@ -9,13 +11,133 @@ from pathlib import Path
 
 import anyio
 import pytest
+from helpers import file_bytes, remember
 
 import amem
 from amem.db.drivers import open_sqlite
 from amem.db.schema import migrate
 from amem.search import index
+from amem.testing import database
 
 pytestmark = pytest.mark.anyio
+
+
+async def jazz_and_oslo(scope: amem.Scope) -> list[amem.MemoryRecord]:
+    """One event ``e-1`` with two memories derived from it."""
+    await scope.submit_event("I like jazz and live in Oslo", role="user", event_id="e-1")
+    return await scope.add_memories(
+        "e-1",
+        [{"text": "User likes jazz", "quote": "jazz", "kind": "preference",
+          "basis": "user_statement"},
+         {"text": "User lives in Oslo", "quote": "Oslo", "kind": "fact",
+          "basis": "user_statement"}],
+    )  # fmt: skip
+
+
+async def test_deleting_an_event_removes_everything_derived(
+    db_path: Path, mem: amem.Memory
+) -> None:
+    scope = mem.scope()
+    jazz, oslo = await jazz_and_oslo(scope)
+    await database(mem).write(
+        lambda c: c.execute(
+            "insert into embeddings (memory_id, fingerprint, dim, vector, text_hash, created_at)"
+            " values (?, 'fp', 1, x'00', 'h', '2026-01-01T00:00:00.000000Z')",
+            (jazz.id,),
+        )
+    )
+    removed = await scope.delete(event_id="e-1")
+    assert removed.event_ids == ["e-1"]
+    assert sorted(removed.memory_ids) == sorted([jazz.id, oslo.id])
+    assert (removed.search_rows, removed.vectors, removed.relations) == (
+        3,
+        1,
+        0,
+    )  # 2 memories, 1 event
+    with pytest.raises(amem.NotFound):
+        await scope.read("e-1")
+    assert (await scope.recall("jazz Oslo")).items == []
+    conn = sqlite3.connect(db_path)
+    counts = [conn.execute(f"select count(*) from {t}").fetchone()[0]
+              for t in ("events", "memories", "embeddings", "search_docs")]  # fmt: skip
+    conn.close()
+    assert counts == [0, 0, 0, 0]
+
+
+async def test_deleting_a_memory_removes_its_event_and_siblings(scope: amem.Scope) -> None:
+    jazz, oslo = await jazz_and_oslo(scope)
+    removed = await scope.delete(memory_id=oslo.id)
+    assert removed.event_ids == ["e-1"]
+    assert set(removed.memory_ids) == {jazz.id, oslo.id}
+
+
+@pytest.mark.parametrize("start", ["original", "correction", "second correction"])
+async def test_deletion_follows_the_correction_lineage_both_ways(
+    scope: amem.Scope, start: str
+) -> None:
+    wrong = await remember(scope, "e-1", "I live in Suzhou", "Suzhou")
+    first = await scope.correct(wrong.id, "User lives in Hangzhou")
+    second = await scope.correct(first.memory.id, "User lives in Ningbo")
+    bystander = await remember(scope, "e-2", "I like tea", "tea")
+    target = {"original": {"event_id": "e-1"},
+              "correction": {"memory_id": first.memory.id},
+              "second correction": {"event_id": second.correction_event_id}}[start]  # fmt: skip
+    removed = await scope.delete(**target)
+    assert set(removed.event_ids) == {
+        "e-1", first.correction_event_id, second.correction_event_id,
+    }  # fmt: skip
+    assert set(removed.memory_ids) == {wrong.id, first.memory.id, second.memory.id}
+    assert removed.relations == 2
+    assert [item.id for item in (await scope.recall("tea")).items] == [bystander.id]
+    assert (await scope.recall("lives", include_history=True)).items == []
+
+
+async def test_memories_linked_only_by_related_survive(scope: amem.Scope) -> None:
+    doomed = await remember(scope, "e-1", "I like jazz", "jazz")
+    kept = await remember(scope, "e-2", "I play the saxophone", "saxophone")
+    await scope.relate(doomed.id, kept.id)
+    removed = await scope.delete(memory_id=doomed.id)
+    assert (removed.memory_ids, removed.relations) == ([doomed.id], 1)
+    page = await scope.read(kept.id)
+    assert page.memory == kept
+
+
+async def test_delete_needs_exactly_one_target_in_scope(mem: amem.Memory) -> None:
+    scope = mem.scope("a", "x")
+    await scope.submit_event("hello", role="user", event_id="e-1")
+    with pytest.raises(amem.InvalidInput):
+        await scope.delete()
+    with pytest.raises(amem.InvalidInput):
+        await scope.delete(event_id="e-1", memory_id="m")
+    with pytest.raises(amem.NotFound):
+        await mem.scope("a", "y").delete(event_id="e-1")
+    with pytest.raises(amem.NotFound):
+        await scope.delete(memory_id="missing")
+    assert (await scope.read("e-1")).text == "hello"
+
+
+SECRET = "Zanzibar7731 我的秘密暗号是青龙偃月刀"
+
+
+async def test_deleted_text_is_gone_from_the_database_file(db_path: Path) -> None:
+    async with amem.open(db_path) as mem:
+        scope = mem.scope()
+        await scope.submit_event(f"Remember this: {SECRET}", role="user", event_id="secret")
+        await scope.add_memories(
+            "secret",
+            [{"text": f"User's password hint is {SECRET}", "quote": SECRET, "kind": "fact",
+              "basis": "user_statement"}],
+        )  # fmt: skip
+        for n in range(50):  # neighbours on the same pages, which must survive
+            await scope.submit_event(f"ordinary note {n}", role="user")
+        assert SECRET.encode() in file_bytes(db_path)  # the scan can see stored text
+        assert b"zanzibar7731" in file_bytes(db_path)  # and the index term
+        await scope.delete(event_id="secret")
+        await scope.submit_event("after the delete", role="user")
+    data = file_bytes(db_path)
+    for needle in (SECRET, "Zanzibar7731", "zanzibar7731", "青龙偃月刀", "password hint"):
+        assert needle.encode() not in data, needle
+    assert b"ordinary note 49" in data
 
 
 def test_merging_the_index_after_every_deletion_keeps_it_readable(tmp_path: Path) -> None:
@@ -86,10 +208,6 @@ async def test_a_broken_index_is_reported_and_rebuilt(db_path: Path) -> None:
         assert [item.id for item in (await scope.recall("Hangzhou")).items] == ["m-1"]
         await scope.submit_event("and then to Suzhou", role="user", event_id="m-2")
         assert [item.id for item in (await scope.recall("Suzhou")).items] == ["m-2"]
-
-
-def file_bytes(db_path: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
 
 
 async def test_a_deletion_does_not_wait_for_another_connections_reader(db_path: Path) -> None:

@@ -26,7 +26,7 @@ import amem
 from amem.llm.client import MAX_RESPONSE_BYTES
 from amem.llm.extraction import complete_extraction
 from amem.llm.pipeline import now
-from amem.testing import FakeOpenAI
+from amem.testing import FakeOpenAI, database
 
 pytestmark = pytest.mark.anyio
 
@@ -432,7 +432,7 @@ async def test_completing_an_extracted_event_again_returns_its_memories(db_path:
             late = amem.MemoryDraft(
                 text="User likes blues", quote="blues", kind="preference", basis="user_statement"
             )
-            outcome = await mem._db.write(
+            outcome = await database(mem).write(
                 partial(
                     complete_extraction,
                     event_id="e-1",

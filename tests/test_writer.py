@@ -1,6 +1,6 @@
 """The writer actor: group commit, failures that stay alone, readers that never wait.
 
-These tests reach one level below the public API (``Memory._db``) to hold the writer busy
+These tests reach one level below the public API (``amem.testing.database``) to hold the writer busy
 or hand it a request that fails half-way, which no public call does on purpose.
 """
 
@@ -16,12 +16,9 @@ import pytest
 
 import amem
 from amem.db.database import Database
+from amem.testing import database
 
 pytestmark = pytest.mark.anyio
-
-
-def database(mem: amem.Memory) -> Database:
-    return mem._db
 
 
 async def hold_writer(db: Database, release: threading.Event, started: anyio.Event) -> None:

@@ -25,18 +25,11 @@ from .. import __version__
 from ..config import Settings, default_db_path
 from ..errors import AmemError, InvalidInput
 from ..inputs import validation_problems
-from ..limits import MAX_CAPTURE_ENTRIES
 from ..memory import Memory, Scope
 from ..memory import open as open_memory
-from ..models import RECALL_MODES, ROLES, SUBMITTABLE_CATEGORIES, CaptureResult
-from .sample import (
-    PERSONA_TEXT,
-    SAMPLE_CONVERSATION,
-    SAMPLE_MEMORIES,
-    SAMPLE_PERSONA,
-    SAMPLE_PROJECT,
-    SAMPLE_SESSION,
-)
+from ..models import RECALL_MODES, ROLES, SUBMITTABLE_CATEGORIES
+from .demo import SAMPLE_PERSONA, SAMPLE_PROJECT, demo
+from .show import recall_line
 
 BACKENDS = ("asyncio", "trio")
 
@@ -406,21 +399,6 @@ async def run_recall(args: argparse.Namespace) -> int:
     return 0
 
 
-def recall_line(item: Any) -> str:
-    when = item.coarse_time or (item.valid_at or item.occurred_at).date().isoformat()
-    label = "raw event" if item.raw_fallback else item.kind
-    flags = "".join(
-        f" [{flag}]"
-        for flag, on in (
-            ("gist", item.gist),
-            ("expired", item.expired),
-            ("truncated", item.truncated),
-        )
-        if on
-    )
-    return f"{item.score:.3f}  {when}  {label:<11} {item.text}{flags}  ({item.id})"
-
-
 async def run_read(args: argparse.Namespace) -> int:
     async with opened(args) as (_, scope):
         page = await scope.read(args.id, offset=args.offset, limit=args.limit)
@@ -519,7 +497,9 @@ async def run_host_ingest(args: argparse.Namespace) -> int:
     elif args.session or args.next_action:
         raise InvalidInput("--session and --next-action only go with --goal (a checkpoint)")
     async with opened(args) as (_, scope):
-        result = await ingest_transcript(scope, args.instance, entries, checkpoint)
+        result = await scope.capture_transcript(
+            args.instance, entries, checkpoint=checkpoint, progress=progress("host-ingest")
+        )
     show(
         args,
         result,
@@ -527,42 +507,6 @@ async def run_host_ingest(args: argparse.Namespace) -> int:
         f"{len(result.duplicates)} already stored, {result.skipped} skipped",
     )
     return 0
-
-
-async def ingest_transcript(
-    scope: Scope, instance: str, entries: list[Any], checkpoint: dict[str, Any] | None
-) -> CaptureResult:
-    """Send the entries past the instance's cursor, in slices the API accepts.
-
-    Each slice is one compare-and-set transaction from the cursor it read; the checkpoint
-    goes with the last one, so it is saved only once everything before it is captured.
-    """
-    cursor = await scope.capture_cursor(instance)
-    first = cursor
-    slices: list[CaptureResult] = []
-    while True:
-        chunk = entries[cursor : cursor + MAX_CAPTURE_ENTRIES]
-        last = cursor + len(chunk) >= len(entries)
-        done = await scope.host_ingest(
-            instance,
-            chunk,
-            start=cursor,
-            expected_cursor=cursor,
-            checkpoint=checkpoint if last else None,
-        )
-        slices.append(done)
-        cursor = done.cursor
-        if last:
-            break
-        progress("host-ingest")(cursor, len(entries))
-    return done.model_copy(
-        update={
-            "stored": [e for s in slices for e in s.stored],
-            "duplicates": [e for s in slices for e in s.duplicates],
-            "skipped": min(first, len(entries)),
-            "receipts": [r for s in slices for r in s.receipts],
-        }
-    )
 
 
 async def run_demo(args: argparse.Namespace) -> int:
@@ -573,62 +517,6 @@ async def run_demo(args: argparse.Namespace) -> int:
     async with open_memory(path, settings=settings) as memory:
         await demo(memory, path)
     return 0
-
-
-async def demo(memory: Memory, path: Path) -> None:
-    """The whole job, narrated: store, derive, change, correct, delete, recall, resume."""
-    scope = memory.scope()
-    await memory.set_persona(SAMPLE_PERSONA, PERSONA_TEXT)
-    print(f"amem demo: a fresh database at {path}\n")
-    print("1. The conversation, stored as original events (newest last):")
-    for event_id, role, occurred_at, text in SAMPLE_CONVERSATION:
-        await scope.submit_event(
-            text, role=role, event_id=event_id, session=SAMPLE_SESSION, occurred_at=occurred_at
-        )
-        print(f"   {occurred_at[:10]}  {role:<9} {text}")
-    for event_id, drafts in SAMPLE_MEMORIES.items():
-        await scope.add_memories(event_id, drafts)
-    print("\n2. Memories derived with exact quotes; 'residence' changed twice:")
-    await show_recall(scope, "lives", include_history=True)
-
-    [shenzhen] = (await scope.recall("Shenzhen", include_history=True)).items
-    fixed = await scope.correct(shenzhen.id, "User lives in Shanghai", reason="misheard")
-    print(
-        f"\n3. A correction: 'Shenzhen' was misheard -> {fixed.memory.text!r};"
-        " the mistaken memory is revoked for good."
-    )
-    phone = await scope.delete(event_id="demo-6")
-    print(
-        f"\n4. A deletion: the phone-number message and {len(phone.memory_ids)} memory are "
-        "gone, bytes included."
-    )
-    await show_recall(scope, "555-0199")
-
-    print("\n5. Where did the user live on 2026-07-01 (as_of)?")
-    await show_recall(scope, "lives", as_of="2026-07-01T00:00:00Z")
-    print("\n6. A Chinese query only per-character indexing can answer: 书 (book)")
-    await show_recall(scope, "书")
-    print("\n7. Now (tea and the trip plan):")
-    await show_recall(scope, "tea trip")
-
-    pack = await scope.resume(SAMPLE_SESSION, query="Hangzhou weekend", budget=1200)
-    print(
-        f"\n8. session_resume under a 1,200-byte budget: included {pack.included}, "
-        f"omitted {pack.omitted}, {pack.tokens_used} bytes:"
-    )
-    print(json.dumps(json.loads(pack.context), ensure_ascii=False, indent=1))
-    print(
-        f"\nExplore it: amem recall --db {path} --persona {SAMPLE_PERSONA} "
-        f"--project {SAMPLE_PROJECT} 杭州"
-    )
-
-
-async def show_recall(scope: Scope, query: str, **options: Any) -> None:
-    result = await scope.recall(query, **options)
-    for item in result.items:
-        print(f"   {recall_line(item)}")
-    if not result.items:
-        print("   (no evidence found)")
 
 
 async def run_export(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
-from typing import TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 import anyio
 import anyio.abc
@@ -18,6 +18,7 @@ from .drivers import Connection, connect
 from .schema import check_existing, migrate
 from .writer import BEGIN_ATTEMPTS, Writer, is_busy, storage_error
 
+P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -59,16 +60,29 @@ class Database:
                 for conn in reversed(opened):  # the writer closes last and checkpoints
                     await conn.close()
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` in a write transaction; returns after COMMIT."""
-        return await self.writer.submit(fn)
+    async def write(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Run ``fn(conn, *args, **kwargs)`` in a write transaction; returns after COMMIT."""
+        return await self.writer.submit(lambda conn: fn(conn, *args, **kwargs))
 
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` in a read transaction on a read-only connection."""
+    async def read(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Run ``fn(conn, *args, **kwargs)`` in a read transaction on a read-only
+        connection: every statement sees the same committed snapshot."""
         async with self._reader_available:
             conn = self._free_readers.pop()
             try:
-                return await conn.run(lambda c: read_snapshot(c, fn))
+                return await conn.run(lambda c: read_snapshot(c, lambda s: fn(s, *args, **kwargs)))
             except sqlite3.Error as exc:
                 raise storage_error(exc, writing=False) from None
             finally:

@@ -1,4 +1,5 @@
-"""A small bilingual conversation shipped for ``amem demo`` (written for amem; no data set).
+"""``amem demo``: a small bilingual conversation (written for amem; no data set) and the
+story told over it.
 
 The demo plays the host's part: it submits these events and derives the listed memories
 through ``add_memories``, as a host's own model would through ``memory_add``. No API key
@@ -7,7 +8,12 @@ or network is involved.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Final
+
+from ..memory import Memory, Scope
+from .show import recall_line
 
 SAMPLE_PERSONA: Final = "assistant"
 SAMPLE_PROJECT: Final = "demo"
@@ -68,3 +74,59 @@ SAMPLE_MEMORIES: Final[dict[str, list[dict[str, Any]]]] = {
          "kind": "agreement", "basis": "user_statement"},
     ],
 }  # fmt: skip
+
+
+async def demo(memory: Memory, path: Path) -> None:
+    """The whole job, narrated: store, derive, change, correct, delete, recall, resume."""
+    scope = memory.scope()
+    await memory.set_persona(SAMPLE_PERSONA, PERSONA_TEXT)
+    print(f"amem demo: a fresh database at {path}\n")
+    print("1. The conversation, stored as original events (newest last):")
+    for event_id, role, occurred_at, text in SAMPLE_CONVERSATION:
+        await scope.submit_event(
+            text, role=role, event_id=event_id, session=SAMPLE_SESSION, occurred_at=occurred_at
+        )
+        print(f"   {occurred_at[:10]}  {role:<9} {text}")
+    for event_id, drafts in SAMPLE_MEMORIES.items():
+        await scope.add_memories(event_id, drafts)
+    print("\n2. Memories derived with exact quotes; 'residence' changed twice:")
+    await show_recall(scope, "lives", include_history=True)
+
+    [shenzhen] = (await scope.recall("Shenzhen", include_history=True)).items
+    fixed = await scope.correct(shenzhen.id, "User lives in Shanghai", reason="misheard")
+    print(
+        f"\n3. A correction: 'Shenzhen' was misheard -> {fixed.memory.text!r};"
+        " the mistaken memory is revoked for good."
+    )
+    phone = await scope.delete(event_id="demo-6")
+    print(
+        f"\n4. A deletion: the phone-number message and {len(phone.memory_ids)} memory are "
+        "gone, bytes included."
+    )
+    await show_recall(scope, "555-0199")
+
+    print("\n5. Where did the user live on 2026-07-01 (as_of)?")
+    await show_recall(scope, "lives", as_of="2026-07-01T00:00:00Z")
+    print("\n6. A Chinese query only per-character indexing can answer: 书 (book)")
+    await show_recall(scope, "书")
+    print("\n7. Now (tea and the trip plan):")
+    await show_recall(scope, "tea trip")
+
+    pack = await scope.resume(SAMPLE_SESSION, query="Hangzhou weekend", budget=1200)
+    print(
+        f"\n8. session_resume under a 1,200-byte budget: included {pack.included}, "
+        f"omitted {pack.omitted}, {pack.tokens_used} bytes:"
+    )
+    print(json.dumps(json.loads(pack.context), ensure_ascii=False, indent=1))
+    print(
+        f"\nExplore it: amem recall --db {path} --persona {SAMPLE_PERSONA} "
+        f"--project {SAMPLE_PROJECT} 杭州"
+    )
+
+
+async def show_recall(scope: Scope, query: str, **options: Any) -> None:
+    result = await scope.recall(query, **options)
+    for item in result.items:
+        print(f"   {recall_line(item)}")
+    if not result.items:
+        print("   (no evidence found)")
