@@ -24,6 +24,7 @@ import anyio.lowlevel
 import pytest
 
 import amem
+from amem.limits import MAX_CAPTURE_ENTRIES
 
 pytestmark = pytest.mark.anyio
 
@@ -489,3 +490,25 @@ async def test_explicit_covered_seq_survives_a_batch_retry(scope: amem.Scope) ->
     saved = await scope.checkpoint(SESSION)
     assert saved is not None
     assert saved.covered_seq == covered
+
+
+async def test_a_whole_transcript_goes_in_slices_with_the_checkpoint_last(
+    scope: amem.Scope,
+) -> None:
+    """``capture_transcript`` takes a transcript of any length: past ``MAX_CAPTURE_ENTRIES``
+    it sends compare-and-set slices, the checkpoint with the last one, and a later call
+    sends only what came after the cursor."""
+    n = MAX_CAPTURE_ENTRIES + 5
+    entries = transcript(n + 3)
+    seen: list[tuple[int, int]] = []
+    first = await scope.capture_transcript(
+        INSTANCE, entries[:n], checkpoint={"session": SESSION, "goal": "book a hotel"},
+        progress=lambda done, total: seen.append((done, total)),
+    )  # fmt: skip
+    assert (first.cursor, len(first.stored), first.skipped) == (n, n, 0)
+    assert seen == [(MAX_CAPTURE_ENTRIES, n), (n, n)]
+    assert first.checkpoint is not None
+    assert first.checkpoint.covered_seq == first.receipts[-1].seq
+    later = await scope.capture_transcript(INSTANCE, entries)
+    assert (later.cursor, later.stored, later.skipped) == (n + 3, ids(entries[n:]), n)
+    assert later.checkpoint is None

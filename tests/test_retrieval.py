@@ -35,6 +35,12 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
+IN_BOTH_LANGUAGES = pytest.mark.parametrize(
+    ("event", "text", "quote"),
+    [("I like jazz", "User likes jazz", "jazz"), ("我喜欢爵士乐", "用户喜欢爵士乐", "爵士乐")],
+)
+"""The same preference said in English and in Chinese: ranking must not depend on which."""
+
 
 async def derive(
     scope: amem.Scope,
@@ -288,10 +294,7 @@ async def test_matching_a_rarer_term_ranks_higher(
     assert ranked.index(rare_memory.id) < ranked.index(common_memory.id)
 
 
-@pytest.mark.parametrize(
-    ("event", "text", "quote"),
-    [("I like jazz", "User likes jazz", "jazz"), ("我喜欢爵士乐", "用户喜欢爵士乐", "爵士乐")],
-)
+@IN_BOTH_LANGUAGES
 async def test_a_user_statement_ranks_above_an_inference(
     scope: amem.Scope, event: str, text: str, quote: str
 ) -> None:
@@ -304,10 +307,7 @@ async def test_a_user_statement_ranks_above_an_inference(
     assert await found(scope, quote) == [stated.id, inferred.id]
 
 
-@pytest.mark.parametrize(
-    ("event", "text", "quote"),
-    [("I like jazz", "User likes jazz", "jazz"), ("我喜欢爵士乐", "用户喜欢爵士乐", "爵士乐")],
-)
+@IN_BOTH_LANGUAGES
 async def test_higher_confidence_ranks_first(
     scope: amem.Scope, event: str, text: str, quote: str
 ) -> None:
@@ -316,10 +316,7 @@ async def test_higher_confidence_ranks_first(
     assert await found(scope, quote) == [sure.id, unsure.id]
 
 
-@pytest.mark.parametrize(
-    ("event", "text", "quote"),
-    [("I like jazz", "User likes jazz", "jazz"), ("我喜欢爵士乐", "用户喜欢爵士乐", "爵士乐")],
-)
+@IN_BOTH_LANGUAGES
 async def test_newer_memories_rank_above_older_ones(
     scope: amem.Scope, event: str, text: str, quote: str
 ) -> None:

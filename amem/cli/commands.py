@@ -27,7 +27,7 @@ from ..errors import AmemError, InvalidInput
 from ..inputs import validation_problems
 from ..memory import Memory, Scope
 from ..memory import open as open_memory
-from ..models import RECALL_MODES, ROLES, SUBMITTABLE_CATEGORIES
+from ..models import RECALL_MODES, ROLES, SUBMITTABLE_CATEGORIES, ArchiveResult
 from .demo import SAMPLE_PERSONA, SAMPLE_PROJECT, demo
 from .show import recall_line
 
@@ -522,25 +522,21 @@ async def run_demo(args: argparse.Namespace) -> int:
 async def run_export(args: argparse.Namespace) -> int:
     async with opened(args) as (memory, _):
         result = await memory.export(args.path, progress=progress("export"))
-    show(
-        args,
-        result,
-        f"exported {sum(result.counts.values())} rows to {result.path}: "
-        + ", ".join(f"{n} {t}" for t, n in result.counts.items()),
-    )
+    rows = sum(result.counts.values())
+    show(args, result, f"exported {rows} rows to {result.path}: {per_table(result)}")
     return 0
 
 
 async def run_import(args: argparse.Namespace) -> int:
     async with opened(args) as (memory, _):
         result = await memory.import_archive(args.path, progress=progress("import"))
-    show(
-        args,
-        result,
-        f"imported {sum(result.counts.values())} rows: "
-        + ", ".join(f"{n} {t}" for t, n in result.counts.items()),
-    )
+    show(args, result, f"imported {sum(result.counts.values())} rows: {per_table(result)}")
     return 0
+
+
+def per_table(result: ArchiveResult) -> str:
+    """``5 events, 1 personas, ...``"""
+    return ", ".join(f"{n} {table}" for table, n in result.counts.items())
 
 
 async def run_backup(args: argparse.Namespace) -> int:
