@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import types
+from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 from mcp_client import (
     INITIALIZED,
     LIVENESS_SECONDS,
@@ -26,11 +27,25 @@ from mcp_client import (
 )
 
 import amem
+from amem.server.session import PROTOCOL_VERSIONS
 
 pytestmark = pytest.mark.anyio
 
 
-# --- 1. the JSON-RPC session ------------------------------------------------------------------
+# --- 1. the protocol revisions amem speaks ------------------------------------------------
+
+
+def test_every_revision_the_sdk_knows_was_reviewed() -> None:
+    """amem speaks the revisions in its own reviewed list, not whatever the installed SDK
+    lists: once a lock upgrade brings an SDK that knows a newer revision, this fails until
+    that revision is reviewed and added to ``PROTOCOL_VERSIONS`` (its docstring says how)."""
+    known = {*SUPPORTED_PROTOCOL_VERSIONS, types.LATEST_PROTOCOL_VERSION}
+    unreviewed = sorted(version for version in known if version > PROTOCOL_VERSIONS[-1])
+    assert unreviewed == [], f"the mcp SDK knows {unreviewed}: review them for amem"
+    assert list(PROTOCOL_VERSIONS) == sorted(PROTOCOL_VERSIONS)  # the last is the latest
+
+
+# --- 2. the JSON-RPC session ------------------------------------------------------------------
 
 
 @server_backends
@@ -60,7 +75,7 @@ async def test_protocol_edges_are_answered_by_the_book(
         assert answer["capabilities"]["tools"] == {"listChanged": False}
         assert "memory_recall" in answer["instructions"]
         latest = (await wire.response(future_id))["result"]["protocolVersion"]
-        assert latest == types.LATEST_PROTOCOL_VERSION
+        assert latest == PROTOCOL_VERSIONS[-1]  # amem's latest, not the SDK's
 
         unknown_id, unknown = wire.request("resources/list")
         params_id = wire.request("ping")[0]
@@ -98,7 +113,7 @@ async def test_protocol_edges_are_answered_by_the_book(
     assert MARKER not in b"".join(wire.lines).decode()
 
 
-# --- 2. lines nested too deep -------------------------------------------------------------
+# --- 3. lines nested too deep -------------------------------------------------------------
 
 
 def nested(depth: int) -> bytes:
@@ -172,7 +187,7 @@ async def test_arguments_nested_deep_are_refused_or_a_parse_error_never_a_crash(
         assert text.startswith("invalid_input: bad arguments"), text
 
 
-# --- 3. cancellation and pipelining -------------------------------------------------------
+# --- 4. cancellation and pipelining -------------------------------------------------------
 
 
 async def test_a_cancelled_request_gets_no_answer_and_its_write_still_commits(
