@@ -10,15 +10,19 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import types
+from mcp.shared.exceptions import McpError
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 from mcp_client import (
     INITIALIZED,
     LIVENESS_SECONDS,
     MARKER,
+    PERSONA,
     SPEC_ARGS,
+    connect,
     count_events,
     default_scope,
     line,
+    ok,
     other,
     raw_server,
     raw_session,
@@ -82,35 +86,55 @@ async def test_protocol_edges_are_answered_by_the_book(
         no_name_id, no_name = wire.request("tools/call", {"arguments": {}})
         bad_args_id, bad_args = wire.request("tools/call", {"name": "memory_status",
                                                             "arguments": [MARKER]})  # fmt: skip
+        no_tool_id, no_tool = wire.call("no_such_tool_" + MARKER)  # Invalid params, as MCP shows
         last_id, last = wire.request("ping")
         await wire.send(
             b"{not json " + MARKER.encode() + b"\n",
             b"[1, 2]\n",  # a batch: not supported by MCP's 2025 revisions
             b'{"jsonrpc": "2.0", "id": 999, "method": 42}\n',
-            b'{"jsonrpc": "1.0", "id": 998, "method": "ping"}\n',
+            b'{"jsonrpc": "1.0", "id": 998, "method": "ping"}\n',  # answered with its id
+            b'{"id": 997, "method": "ping"}\n',  # no jsonrpc member: answered with its id
+            b'{"jsonrpc": "2.0", "params": {}}\n',  # neither method nor id
             line({"jsonrpc": "2.0", "id": params_id, "method": "ping", "params": [1]}),
             line({"jsonrpc": "2.0", "id": 77, "result": {}}),  # a response: nothing to answer
             line({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
-            unknown, no_name, bad_args, last,
+            unknown, no_name, bad_args, no_tool, last,
         )  # fmt: skip
         await wire.response(last_id)
         codes = {id_: wire.responses[id_]["error"]["code"]
-                 for id_ in (999, params_id, unknown_id, no_name_id, bad_args_id)}  # fmt: skip
+                 for id_ in (999, 998, 997, params_id, unknown_id, no_name_id, bad_args_id,
+                             no_tool_id)}  # fmt: skip
         assert codes == {
-            999: types.INVALID_REQUEST, params_id: types.INVALID_PARAMS,
-            unknown_id: types.METHOD_NOT_FOUND, no_name_id: types.INVALID_PARAMS,
-            bad_args_id: types.INVALID_PARAMS,
+            999: types.INVALID_REQUEST, 998: types.INVALID_REQUEST, 997: types.INVALID_REQUEST,
+            params_id: types.INVALID_PARAMS, unknown_id: types.METHOD_NOT_FOUND,
+            no_name_id: types.INVALID_PARAMS, bad_args_id: types.INVALID_PARAMS,
+            no_tool_id: types.INVALID_PARAMS,
         }  # fmt: skip
         await wire.close_stdin()
         assert await wire.exit_status() == 0
     wire.assert_only_jsonrpc()
     assert sorted(wire.null_id_errors()) == sorted(
         [types.PARSE_ERROR, types.INVALID_REQUEST, types.INVALID_REQUEST]
-    )  # the bad line, the batch, and the wrong jsonrpc version (its id is not trusted)
+    )  # the bad line, the batch, and the message with neither method nor id
     assert 77 not in wire.responses
     answered = [id_ for id_ in wire.order if id_ is not None]
     assert len(answered) == len(set(answered))  # one answer per request
     assert MARKER not in b"".join(wire.lines).decode()
+
+
+async def test_an_unknown_tool_is_invalid_params_and_echoes_nothing(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    """Calling a tool amem does not have is a JSON-RPC error -32602 (Invalid params), as the
+    tools page of every MCP revision shows, not a tool result; the session goes on."""
+    async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
+        for name, args in (("no_such_tool_" + MARKER, {}), ("no_such_tool", {"text": MARKER})):
+            with pytest.raises(McpError) as refusal:
+                await s.call_tool(name, args)
+            assert refusal.value.error.code == types.INVALID_PARAMS
+            assert MARKER not in f"{refusal.value.error.message} {refusal.value.error.data}"
+        status = await ok(s, "memory_status")
+    assert status["persona"] == PERSONA
 
 
 # --- 3. lines nested too deep -------------------------------------------------------------

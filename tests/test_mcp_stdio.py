@@ -128,7 +128,7 @@ async def test_stdout_carries_only_jsonrpc(
         )
         assert len((await wire.response(list_id))["result"]["tools"]) == len(SPEC_ARGS)
         assert "error" in await wire.response(unknown_method_id)
-        assert tool_result(await wire.response(unknown_tool_id))[0] is True
+        assert (await wire.response(unknown_tool_id))["error"]["code"] == types.INVALID_PARAMS
         assert tool_result(await wire.response(submit_id))[0] is False
         assert tool_result(await wire.response(bad_id))[0] is True
         assert tool_result(await wire.response(quote_id))[0] is True

@@ -88,6 +88,7 @@ class Session:
         self, server: ServerInfo, send: Callable[[bytes], None], tg: anyio.abc.TaskGroup
     ) -> None:
         self._server = server
+        self._tool_names = {tool["name"] for tool in server.tools}
         self._send = send
         self._tg = tg
         self._running: dict[RequestId, anyio.CancelScope] = {}
@@ -104,19 +105,23 @@ class Session:
         except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested too deep
             self._error(None, PARSE_ERROR, "Parse error")
             return
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        if not isinstance(message, dict):  # a batch, or no object at all
             self._error(None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object")
             return
-        method = message.get("method")
-        if method is None:
-            return  # a response: amem sends the client no requests, so nothing waits for it
-        params = message.get("params") or {}
         id_ = message.get("id")
-        if "id" not in message:
-            if isinstance(method, str) and isinstance(params, dict):
+        id_ = id_ if is_request_id(id_) else None  # an id that cannot be read is answered null
+        method, params = message.get("method"), message.get("params") or {}
+        if message.get("jsonrpc") != "2.0":
+            self._error(id_, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object")
+        elif "id" not in message:
+            if method is None:
+                self._error(None, INVALID_REQUEST, "Invalid Request: neither method nor id")
+            elif isinstance(method, str) and isinstance(params, dict):
                 self._notified(method, params)
-        elif not isinstance(method, str) or not is_request_id(id_):
-            self._error(id_ if is_request_id(id_) else None, INVALID_REQUEST, "Invalid Request")
+        elif method is None:
+            return  # a response: amem sends the client no requests, so nothing waits for it
+        elif not isinstance(method, str) or id_ is None:
+            self._error(id_, INVALID_REQUEST, "Invalid Request")
         elif not isinstance(params, dict):
             self._error(id_, INVALID_PARAMS, "Invalid params: params must be an object")
         else:
@@ -163,6 +168,8 @@ class Session:
             self._error(
                 id_, INVALID_PARAMS, "Invalid params: name must be a string and arguments an object"
             )
+        elif name not in self._tool_names:  # a protocol error in every revision, not a result
+            self._error(id_, INVALID_PARAMS, "Invalid params: no tool of that name")
         elif id_ in self._running:
             self._error(id_, INVALID_REQUEST, "Invalid Request: this id is still in use")
         else:

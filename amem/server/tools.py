@@ -4,9 +4,10 @@ One ``Memory`` per server process, owned by the server's lifespan. Every tool ta
 optional ``persona`` and ``project`` (defaults: ``amem serve --persona --project``) and
 answers compact JSON. Bad input and refused requests are MCP tool errors whose text is
 ``"<code>: <message>"``, with the stable ``code`` of ``amem.AmemError`` and never the
-input itself. stdout is the JSON-RPC wire and nothing else: ``serve`` points file
-descriptor 1 at stderr before anything can print, and gives the MCP transport a private
-copy of the real stdout.
+input itself (a tool amem does not have is a JSON-RPC error, which the session answers).
+stdout is the JSON-RPC wire and nothing else: ``serve`` points file descriptor 1 at
+stderr before anything can print, and gives the MCP transport a private copy of the real
+stdout.
 
 Each tool is declared once, by ``@tool`` on its handler: the handler's name is the tool's,
 its docstring the description the model reads, the annotation of its ``args`` the argument
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import __version__
 from ..config import Settings
-from ..errors import AmemError, InvalidInput
+from ..errors import AmemError
 from ..inputs import refused
 from ..limits import (
     MCP_CLIP_CHARS,
@@ -459,10 +460,9 @@ def jsonable(value: Any) -> Any:
 
 
 async def call(served: Served, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-    """One tool call, answered as a ``CallToolResult`` in JSON."""
-    tool = TOOLS.get(name)
-    if tool is None:
-        return tool_error(InvalidInput("no tool of that name", code="unknown_tool"))
+    """One call of the tool ``name`` (the session answers unknown names itself), answered
+    as a ``CallToolResult`` in JSON."""
+    tool = TOOLS[name]
     try:
         args = tool.args.model_validate(arguments or {})
     except ValidationError as exc:
