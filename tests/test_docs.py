@@ -71,7 +71,7 @@ def test_every_spec_cli_command_exists() -> None:
 
 def test_every_mcp_tool_is_documented() -> None:
     tools = (ROOT / "docs" / "mcp-tools.md").read_text()
-    for tool in TOOLS:
+    for tool in TOOLS.values():
         assert f"## `{tool.name}`" in tools, tool.name
         for argument in tool.args.model_fields:
             assert f"`{argument}" in tools, (tool.name, argument)

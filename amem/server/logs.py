@@ -73,10 +73,10 @@ class StderrHandler(logging.Handler):
         super().close()
 
     def _dropped_notice(self) -> str:
+        message = "%d log lines dropped: stderr was full"
         notice = logging.LogRecord(
-            "amem", logging.WARNING, __file__, 0, "%d log lines dropped: stderr was full",
-            (self._dropped,), None,
-        )  # fmt: skip
+            "amem", logging.WARNING, __file__, 0, message, (self._dropped,), None
+        )
         return self.format(notice)
 
     def _write_lines(self) -> None:

@@ -6,7 +6,8 @@ amem is a tools-only server, so it answers the few methods such a server has its
 dicts from ``json.loads`` to ``json.dumps``. The SDK's server session validates each
 message against the protocol's whole pydantic union, then passes it through memory
 streams and a new task: about 180 µs of event-loop time per message, more than storing
-an event costs. Protocol versions and error codes still come from the SDK (1.x line).
+an event costs. The protocol revisions amem speaks are its own reviewed list
+(``PROTOCOL_VERSIONS``); error codes come from the SDK (1.x line).
 
 Requests are answered in the order they finish. A request cancelled by the client
 (``notifications/cancelled``) gets no answer; a write it started still commits. At end
@@ -28,20 +29,24 @@ from typing import Any, TypeGuard
 
 import anyio
 import anyio.abc
-from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
-from mcp.types import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    LATEST_PROTOCOL_VERSION,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
-)
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
 from . import stdio
 
 log = logging.getLogger("amem")
 
+PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+"""The MCP revisions amem speaks, oldest first; a client asking for any other is answered
+with the last. Each was reviewed against its specification for what a tools-only stdio
+server owes: the lifecycle (initialize, initialized, ping), tools/list and tools/call,
+cancellation, the stdio transport, and the tools page's errors: an unknown tool is -32602
+in all four; bad arguments are a tool result (2025-11-25 says so; the earlier ones name
+"invalid arguments" among their examples of protocol errors, and amem keeps one answer for
+all). What amem leaves out is optional in each: listChanged, pagination, progress,
+structured output (2025-06-18), titles and icons, tasks (2025-11-25). One gap: 2025-03-26
+has servers receive JSON-RPC batches; amem refuses them (-32600) as the SDK's server does,
+and 2025-06-18 removed batches. ``test_mcp_protocol`` fails once the installed SDK knows a
+newer revision: review it the same way before adding it here."""
 DRAIN_SECONDS = 60.0
 """How long end of input waits for the answers to requests still running."""
 MAX_RUNNING = 256
@@ -83,6 +88,7 @@ class Session:
         self, server: ServerInfo, send: Callable[[bytes], None], tg: anyio.abc.TaskGroup
     ) -> None:
         self._server = server
+        self._tool_names = {tool["name"] for tool in server.tools}
         self._send = send
         self._tg = tg
         self._running: dict[RequestId, anyio.CancelScope] = {}
@@ -99,19 +105,23 @@ class Session:
         except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested too deep
             self._error(None, PARSE_ERROR, "Parse error")
             return
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        if not isinstance(message, dict):  # a batch, or no object at all
             self._error(None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object")
             return
-        method = message.get("method")
-        if method is None:
-            return  # a response: amem sends the client no requests, so nothing waits for it
-        params = message.get("params") or {}
         id_ = message.get("id")
-        if "id" not in message:
-            if isinstance(method, str) and isinstance(params, dict):
+        id_ = id_ if is_request_id(id_) else None  # an id that cannot be read is answered null
+        method, params = message.get("method"), message.get("params") or {}
+        if message.get("jsonrpc") != "2.0":
+            self._error(id_, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object")
+        elif "id" not in message:
+            if method is None:
+                self._error(None, INVALID_REQUEST, "Invalid Request: neither method nor id")
+            elif isinstance(method, str) and isinstance(params, dict):
                 self._notified(method, params)
-        elif not isinstance(method, str) or not is_request_id(id_):
-            self._error(id_ if is_request_id(id_) else None, INVALID_REQUEST, "Invalid Request")
+        elif method is None:
+            return  # a response: amem sends the client no requests, so nothing waits for it
+        elif not isinstance(method, str) or id_ is None:
+            self._error(id_, INVALID_REQUEST, "Invalid Request")
         elif not isinstance(params, dict):
             self._error(id_, INVALID_PARAMS, "Invalid params: params must be an object")
         else:
@@ -146,18 +156,20 @@ class Session:
     def _initialize(self, params: Message) -> Message:
         asked = params.get("protocolVersion")
         return {
-            "protocolVersion": asked if asked in SUPPORTED_PROTOCOL_VERSIONS
-            else LATEST_PROTOCOL_VERSION,
+            "protocolVersion": asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[-1],
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": {"name": self._server.name, "version": self._server.version},
             "instructions": self._server.instructions,
-        }  # fmt: skip
+        }
 
     def _start_call(self, id_: RequestId, params: Message) -> None:
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
-            self._error(id_, INVALID_PARAMS, "Invalid params: name must be a string and "
-                        "arguments an object")  # fmt: skip
+            self._error(
+                id_, INVALID_PARAMS, "Invalid params: name must be a string and arguments an object"
+            )
+        elif name not in self._tool_names:  # a protocol error in every revision, not a result
+            self._error(id_, INVALID_PARAMS, "Invalid params: no tool of that name")
         elif id_ in self._running:
             self._error(id_, INVALID_REQUEST, "Invalid Request: this id is still in use")
         else:
