@@ -12,6 +12,9 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+# Re-exported only until memory.py imports them from .db.times, their home.
+from .db.times import db_time as db_time
+from .db.times import utc_now as utc_now
 from .errors import InvalidInput
 from .limits import (
     CONTROL_CHARS,
@@ -93,19 +96,6 @@ def parse_time(value: object, field: str) -> datetime:
         raise InvalidInput(
             f"{field} is outside the years 1 to 9999 in UTC", code="invalid_time"
         ) from None
-
-
-def db_time(value: datetime) -> str:
-    """The stored form: fixed-width UTC with microseconds, so text order is time order."""
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
-def from_db_time(value: str) -> datetime:
-    return datetime.fromisoformat(value)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def validation_problems(exc: ValidationError, fields: Iterable[str], *, most: int = 5) -> str:

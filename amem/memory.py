@@ -92,9 +92,9 @@ from .store import (
     emotions,
     erasure,
     events,
-    evidence,
     facts,
     packs,
+    pages,
     personas,
     relations,
     status,
@@ -412,7 +412,7 @@ class Scope:
         id = require_name(id, "id")
         offset = require_int(offset, "offset", low=0, high=MAX_EVENT_CHARS)
         limit = require_int(limit, "limit", low=1, high=MAX_READ_CHARS)
-        return await self._read(evidence.read_evidence, id=id, offset=offset, limit=limit)
+        return await self._read(pages.read_evidence, id=id, offset=offset, limit=limit)
 
     async def add_memories(
         self, event_id: str, memories: Sequence[MemoryDraft | Mapping[str, Any]]

@@ -36,7 +36,7 @@ from typing import Any
 from ingest import make_text
 
 from amem.db.schema import SCHEMA_VERSION
-from amem.inputs import db_time
+from amem.db.times import db_time
 from amem.ops.archive import header, line
 
 PERSONA, PROJECT = "bench", "import"

@@ -42,7 +42,7 @@ import anyio
 import amem
 from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite
 from amem.db.schema import migrate
-from amem.inputs import db_time, utc_now
+from amem.db.times import db_time, utc_now
 from amem.search.index import INSERT_DOC, INSERT_FTS, index_doc
 from amem.search.text import literal, scope_token, segment, segment_off_loop, warm_up
 from amem.store.events import INSERT_EVENT

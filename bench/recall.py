@@ -69,7 +69,7 @@ import anyio
 
 import amem
 from amem.db.drivers import open_sqlite
-from amem.inputs import db_time
+from amem.db.times import db_time
 from amem.models import MemoryDraft
 from amem.search.text import match_any, query_tokens, segment
 from amem.store import events, facts

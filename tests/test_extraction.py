@@ -23,9 +23,9 @@ import httpx
 import pytest
 
 import amem
+from amem.db.times import db_now
 from amem.llm.client import MAX_RESPONSE_BYTES
 from amem.llm.extraction import complete_extraction
-from amem.llm.pipeline import now
 from amem.testing import FakeOpenAI, database
 
 pytestmark = pytest.mark.anyio
@@ -438,7 +438,7 @@ async def test_completing_an_extracted_event_again_returns_its_memories(db_path:
                     event_id="e-1",
                     drafts=[late],
                     segmented=["blues"],
-                    now=now(),
+                    now=db_now(),
                 )
             )
             assert (outcome.status, outcome.memory_ids, outcome.new) == (

@@ -45,7 +45,8 @@ log = logging.getLogger("amem")
 
 T = TypeVar("T")
 Job = Callable[[sqlite3.Connection], Any]
-Outcome = tuple[bool, Any]
+JobResult = tuple[bool, Any]
+"""``(True, what the job returned)`` or ``(False, the exception it raised)``."""
 
 MAX_BATCH = 512
 WAL_RETRY_SECONDS = 0.5
@@ -66,7 +67,7 @@ class Request:
     fn: Job
     done: anyio.Event = field(default_factory=anyio.Event)
     state: int = QUEUED
-    outcome: Outcome = (False, None)
+    outcome: JobResult = (False, None)
 
 
 class Writer:
@@ -219,13 +220,13 @@ class Writer:
             _deliver(request, outcome)
 
 
-def _deliver(request: Request, outcome: Outcome) -> None:
+def _deliver(request: Request, outcome: JobResult) -> None:
     ok, value = outcome
     request.outcome = (ok, value if ok else storage_error(value))
     request.done.set()
 
 
-def commit_batch(conn: sqlite3.Connection, fns: Sequence[Job]) -> list[Outcome]:
+def commit_batch(conn: sqlite3.Connection, fns: Sequence[Job]) -> list[JobResult]:
     """Run on the writer thread: commit ``fns`` optimistically, else one savepoint each.
 
     A request whose failure made SQLite roll back the whole transaction (a full disk or
@@ -237,10 +238,10 @@ def commit_batch(conn: sqlite3.Connection, fns: Sequence[Job]) -> list[Outcome]:
     except Exception as exc:
         if len(fns) == 1:
             return [(False, exc)]
-    outcomes: dict[int, Outcome] = {}
+    outcomes: dict[int, JobResult] = {}
     while True:
         todo = [index for index in range(len(fns)) if index not in outcomes]
-        done: dict[int, Outcome] = {}
+        done: dict[int, JobResult] = {}
         try:
             with immediate(conn):
                 for index in todo:
@@ -280,7 +281,7 @@ class TransactionLost(Exception):
         self.cause = cause
 
 
-def run_in_savepoint(conn: sqlite3.Connection, fn: Job) -> Outcome:
+def run_in_savepoint(conn: sqlite3.Connection, fn: Job) -> JobResult:
     conn.execute("savepoint request")
     try:
         result = fn(conn)

@@ -25,15 +25,15 @@ import httpx
 
 from ..config import Settings
 from ..db.database import Database
+from ..db.times import db_now
 from ..errors import AmemError, UpstreamError
-from ..inputs import db_time, utc_now
 from ..search import text
 from . import embeddings, extraction
 from .extraction import Outcome
 
 log = logging.getLogger("amem")
 
-Scope = tuple[str, str]
+ScopeKey = tuple[str, str]
 """``(persona, project)``."""
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work runs."""
@@ -77,7 +77,7 @@ class Pipeline:
         finally:
             self._queued.discard(event_id)
 
-    async def extract_event(self, event_id: str, *, resume: Scope | None = None) -> Outcome:
+    async def extract_event(self, event_id: str, *, resume: ScopeKey | None = None) -> Outcome:
         """Extract one event now: read it, ask the model, commit the result.
 
         One extraction per event at a time: a second caller waits for the first, then
@@ -86,10 +86,12 @@ class Pipeline:
         """
         async with self._exclusive(event_id), self._limiter:
             if resume is not None:
+                persona, project = resume
                 await self._db.write(
-                    partial(extraction.mark_pending, persona=resume[0], project=resume[1],
-                            event_id=event_id)
-                )  # fmt: skip
+                    partial(
+                        extraction.mark_pending, persona=persona, project=project, event_id=event_id
+                    )
+                )
             event = await self._db.read(partial(extraction.load_for_extraction, event_id=event_id))
             if event is None:
                 return await self._db.read(partial(extraction.current_outcome, event_id=event_id))
@@ -102,7 +104,7 @@ class Pipeline:
             segmented = await text.segment_off_loop([draft.text for draft in drafts])
             outcome = await self._db.write(
                 partial(extraction.complete_extraction, event_id=event_id, drafts=drafts,
-                        segmented=segmented, now=now())
+                        segmented=segmented, now=db_now())
             )  # fmt: skip
         if outcome.new and outcome.memory_ids:
             await self.embed_opportunistically(outcome.memory_ids)
@@ -120,7 +122,7 @@ class Pipeline:
             done.set()
 
     async def extract_many(
-        self, event_ids: Sequence[str], scope: Scope, progress: Progress | None
+        self, event_ids: Sequence[str], scope: ScopeKey, progress: Progress | None
     ) -> list[Outcome]:
         """Resume and extract ``event_ids`` concurrently (within the limit); wait for all."""
         outcomes: list[Outcome] = []
@@ -159,7 +161,7 @@ class Pipeline:
             for (memory_id, text), vector in zip(texts, vectors, strict=True)
         ]
         await self._db.write(
-            partial(embeddings.store_vectors, fingerprint=fingerprint, items=items, now=now())
+            partial(embeddings.store_vectors, fingerprint=fingerprint, items=items, now=db_now())
         )
 
     async def reindex(
@@ -189,7 +191,7 @@ class Pipeline:
                     for (memory_id, text), vector in zip(batch, vectors, strict=True)
                 ]
                 stored += await self._db.write(
-                    partial(embeddings.store_vectors, fingerprint=staged, items=items, now=now())
+                    partial(embeddings.store_vectors, fingerprint=staged, items=items, now=db_now())
                 )
                 if progress:
                     progress(start + len(batch), len(todo))
@@ -210,7 +212,3 @@ SELECT_TEXT = "select id, text from memories where id = ? and revoked_at is null
 def texts_of(conn: sqlite3.Connection, memory_ids: Sequence[str]) -> list[tuple[str, str]]:
     rows = [conn.execute(SELECT_TEXT, (m,)).fetchone() for m in memory_ids]
     return [(str(row[0]), str(row[1])) for row in rows if row is not None]
-
-
-def now() -> str:
-    return db_time(utc_now())

@@ -36,8 +36,9 @@ from typing import Any, Literal, TextIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..db.schema import SCHEMA_VERSION
+from ..db.times import db_time
 from ..errors import StorageError
-from ..inputs import db_time, parse_time, validation_problems
+from ..inputs import parse_time, validation_problems
 from ..limits import MAX_ARCHIVE_LINE_CHARS, MAX_EVENT_CHARS
 from ..models import Basis, Category, EventStatus, MemoryKind, Role
 

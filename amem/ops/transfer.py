@@ -23,9 +23,9 @@ from typing import Any
 from ..db.database import read_only_storage
 from ..db.drivers import open_sqlite
 from ..db.schema import SCHEMA_VERSION
+from ..db.times import db_time, utc_now
 from ..db.writer import storage_error
 from ..errors import InvalidInput, StorageError
-from ..inputs import db_time, utc_now
 from ..limits import MAX_ARCHIVE_CELL_BYTES
 from ..search import index
 from ..search.text import segment

@@ -51,11 +51,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
-from ..inputs import db_time, from_db_time
+from ..db.times import db_time, from_db_time
 from ..llm.embeddings import Vector, cosine, from_blob
-from ..models import RecallItem, ScoreComponents
-from ..store.facts import FADING_KINDS
+from ..models import Basis, MemoryKind, RecallItem, ScoreComponents
+from ..store.facts import FADING_KINDS, valid_as_of
 from .text import literal, query_tokens, scope_token
 
 PER_TERM = 200
@@ -81,14 +82,54 @@ PRIOR_WEIGHTS = {"basis": 0.08, "confidence": 0.05, "freshness": 0.12}
 """How much to trust what matched: each lowers the score by its weight times its shortfall."""
 WEIGHTS = EVIDENCE_WEIGHTS | PRIOR_WEIGHTS
 
+
+class RecalledMemory(NamedTuple):
+    """An eligible memory as ``MEMORY_COLUMNS`` reads it."""
+
+    id: str
+    text: str
+    quote: str
+    kind: MemoryKind
+    basis: Basis
+    confidence: float
+    subject: str | None
+    fact_key: str | None
+    valid_at: str
+    invalid_at: str | None
+    event_id: str
+    occurred_at: str
+    """When its source event happened."""
+    gist: str | None
+    cue_key: str | None
+
+
+class RawEvent(NamedTuple):
+    """A matching conversation event with no derived memory, recalled as itself."""
+
+    id: str
+    text: str
+    """At most ``RAW_CHARS`` of it."""
+    length: int
+    occurred_at: str
+
+
+class SearchDoc(NamedTuple):
+    """A row of ``search_docs``: ``tokens`` starts with the scope token."""
+
+    num: int
+    doc_kind: str
+    ref: str
+    tokens: str
+
+
 MEMORY_COLUMNS = """
     m.id, m.text, m.quote, m.kind, m.basis, m.confidence, m.subject, m.fact_key,
     m.valid_at, m.invalid_at, m.event_id, e.occurred_at, m.gist, m.cue_key
 """
-ELIGIBLE = """
+ELIGIBLE = f"""
 m.persona = :persona and m.project = :project and m.revoked_at is null
-and m.valid_at <= :as_of and (:history or m.invalid_at is null or m.invalid_at > :as_of)
-{kinds}
+and {valid_as_of(history=True)}
+{{kinds}}
 """
 # Point lookups by ID or event: the unary + keeps SQLite from preferring the scope index
 # (two equality columns) over the one that finds the row directly.
@@ -101,7 +142,7 @@ select rowid from search_fts where search_fts match :match order by rowid desc l
 # The same, counting only documents that are evidence at as_of: when the newest matches of
 # a common term are revoked, amended or not yet valid, they must not take the places of
 # older eligible ones. The FTS scan stays bounded (:scan postings) however large the archive.
-SELECT_ELIGIBLE_TERM = """
+SELECT_ELIGIBLE_TERM = f"""
 select d.num from (
     select rowid as num from search_fts where search_fts match :match
     order by rowid desc limit :scan
@@ -109,7 +150,7 @@ select d.num from (
 where case d.doc_kind
     when 'memory' then exists (
         select 1 from memories m where m.id = d.ref and m.revoked_at is null
-        and m.valid_at <= :as_of and (:history or m.invalid_at is null or m.invalid_at > :as_of))
+        and {valid_as_of(history=True)})
     else exists (
         select 1 from events e where e.id = d.ref and e.status != 'amended'
         and e.occurred_at <= :as_of)
@@ -176,20 +217,23 @@ class RecallQuery:
 
 
 @dataclass(slots=True)
-class Evidence:
-    """What was found for one candidate, before it becomes a ``RecallItem``."""
+class Candidate:
+    """What was found for one memory or raw event, before it becomes a ``RecallItem``."""
 
-    row: tuple[object, ...]
+    row: RecalledMemory | RawEvent
     lexical: float = 0.0
     semantic: float = 0.0
     link: float = 0.0
-    raw: bool = False
+
+    @property
+    def raw(self) -> bool:
+        return isinstance(self.row, RawEvent)
 
 
 def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[RecallItem], list[str]]:
     """Ranked items and warnings (incomplete vector coverage, scan cut short)."""
     params = eligibility(q)
-    found: dict[str, Evidence] = {}
+    found: dict[str, Candidate] = {}
     matches, capped = lexical_matches(conn, q, params, SELECT_TERM)
     add_candidates(conn, found, params, matches, q)
     if capped and len(found) < q.limit:  # the newest postings were no evidence at as_of
@@ -201,14 +245,14 @@ def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[Reca
         similarity, warnings = semantic_matches(conn, q, params)
         add_memories(conn, found, params, similarity, "semantic")
     add_links(conn, found, params)
-    scored = [(round(score(parts(e, q)), 6), memory_id, e) for memory_id, e in found.items()]
+    scored = [(round(score(parts(c, q)), 6), memory_id, c) for memory_id, c in found.items()]
     scored.sort(key=lambda entry: (-entry[0], entry[1]))
-    return [recall_item(e, q) for _, _, e in scored[: q.limit]], warnings  # models: top only
+    return [recall_item(c, q) for _, _, c in scored[: q.limit]], warnings  # models: top only
 
 
 def add_candidates(
     conn: sqlite3.Connection,
-    found: dict[str, Evidence],
+    found: dict[str, Candidate],
     params: dict[str, object],
     matches: dict[tuple[str, str], float],
     q: RecallQuery,
@@ -232,7 +276,7 @@ def add_candidates(
         add(order)
         return
     add(head)
-    scores = sorted((score(parts(e, q)) for e in found.values() if e.raw), reverse=True)
+    scores = sorted((score(parts(c, q)) for c in found.values() if c.raw), reverse=True)
     if len(scores) < q.limit or len(scores) < len(found):  # too few, or memories came in
         add(rest)
         return
@@ -253,7 +297,7 @@ def has_memories(conn: sqlite3.Connection, event_ids: list[str]) -> bool:
 
 def add_lexical(
     conn: sqlite3.Connection,
-    found: dict[str, Evidence],
+    found: dict[str, Candidate],
     params: dict[str, object],
     matches: dict[tuple[str, str], float],
     kinds: Iterable[str] | None,
@@ -267,9 +311,11 @@ def add_lexical(
 def eligibility(q: RecallQuery) -> dict[str, object]:
     """Named parameters of ``ELIGIBLE``; ``kinds`` filters become ``:kind0``, ``:kind1``..."""
     params: dict[str, object] = {
-        "persona": q.persona, "project": q.project, "as_of": db_time(q.as_of),
+        "persona": q.persona,
+        "project": q.project,
+        "as_of": db_time(q.as_of),
         "history": q.include_history,
-    }  # fmt: skip
+    }
     for n, kind in enumerate(sorted(q.kinds or ())):
         params[f"kind{n}"] = kind
     return params
@@ -313,11 +359,11 @@ def lexical_matches(
     best_present.sort(key=presence.__getitem__, reverse=True)
     del best_present[ranked:]
     marks = ", ".join("?" * len(best_present))
-    docs = [(row[0], row[1:]) for row in conn.execute(SELECT_DOCS.format(marks), best_present)]
-    scored = bm25({rowid: doc[2].split()[1:] for rowid, doc in docs}, idf)
+    docs = list(map(SearchDoc._make, conn.execute(SELECT_DOCS.format(marks), best_present)))
+    scored = bm25({doc.num: doc.tokens.split()[1:] for doc in docs}, idf)
     # relative to a document holding every query term once: 1.0 means a full match
     capped = any(len(rows) == PER_TERM for rows in postings.values())
-    return {(doc[0], doc[1]): min(1.0, scored[rowid] / whole) for rowid, doc in docs}, capped
+    return {(doc.doc_kind, doc.ref): min(1.0, scored[doc.num] / whole) for doc in docs}, capped
 
 
 def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, float]:
@@ -342,7 +388,7 @@ def named(values: Iterable[str], params: dict[str, object]) -> str:
 
 def add_memories(
     conn: sqlite3.Connection,
-    found: dict[str, Evidence],
+    found: dict[str, Candidate],
     params: dict[str, object],
     scores: dict[str, float],
     part: str,
@@ -354,16 +400,17 @@ def add_memories(
         query = {**params}
         sql = SELECT_MEMORIES.format(ids=named(new, query), kinds=kinds_clause(params))
         for row in conn.execute(sql, query).fetchall():
-            found[str(row[0])] = Evidence(tuple(row))
+            memory = RecalledMemory._make(row)
+            found[memory.id] = Candidate(memory)
     for memory_id, value in scores.items():
-        evidence = found.get(memory_id)
-        if evidence is not None and not evidence.raw:
-            setattr(evidence, part, max(getattr(evidence, part), value))
+        candidate = found.get(memory_id)
+        if candidate is not None and not candidate.raw:
+            setattr(candidate, part, max(getattr(candidate, part), value))
 
 
 def add_events(
     conn: sqlite3.Connection,
-    found: dict[str, Evidence],
+    found: dict[str, Candidate],
     params: dict[str, object],
     scores: dict[str, float],
     kinds: Iterable[str] | None,
@@ -377,28 +424,31 @@ def add_events(
     query = {"as_of": params["as_of"], "cap": RAW_CHARS}
     rows = conn.execute(SELECT_EVENTS.format(ids=named(scores, query)), query).fetchall()
     derived = {}
-    for event_id, status, has_memories, raw, *row in rows:
+    for event_id, status, has_memories, fallback, text, length, occurred_at in rows:
         if status == "amended":
             continue
         if has_memories:
             derived[event_id] = scores[event_id] * SOURCE_EVENT_DISCOUNT
-        elif raw and not kinds and event_id not in found:  # raw events have no kind
-            found[event_id] = Evidence((event_id, *row), lexical=scores[event_id], raw=True)
+        elif fallback and not kinds and event_id not in found:  # raw events have no kind
+            raw = RawEvent(event_id, text, length, occurred_at)
+            found[event_id] = Candidate(raw, lexical=scores[event_id])
     if derived:
         query = {**params}
         sql = SELECT_DERIVED.format(ids=named(derived, query), kinds=kinds_clause(params))
         by_memory: dict[str, float] = {}
         for row in conn.execute(sql, query).fetchall():
-            found.setdefault(str(row[0]), Evidence(tuple(row)))
-            by_memory[str(row[0])] = max(by_memory.get(str(row[0]), 0.0), derived[str(row[10])])
+            memory = RecalledMemory._make(row)
+            found.setdefault(memory.id, Candidate(memory))
+            match = derived[memory.event_id]
+            by_memory[memory.id] = max(by_memory.get(memory.id, 0.0), match)
         add_memories(conn, found, params, by_memory, "lexical")
 
 
 def add_links(
-    conn: sqlite3.Connection, found: dict[str, Evidence], params: dict[str, object]
+    conn: sqlite3.Connection, found: dict[str, Candidate], params: dict[str, object]
 ) -> None:
     """One hop along explicit ``related`` links from every memory that matched."""
-    sources = [(memory_id, e.lexical) for memory_id, e in found.items() if not e.raw and e.lexical]
+    sources = [(memory_id, c.lexical) for memory_id, c in found.items() if not c.raw and c.lexical]
     links: dict[str, float] = {}
     for memory_id, strength in sources:
         for (neighbour,) in conn.execute(SELECT_LINKED, (memory_id, memory_id)).fetchall():
@@ -438,60 +488,76 @@ def semantic_matches(
     return {memory_id: similarity for similarity, memory_id in kept[:CANDIDATES]}, warnings
 
 
-def parts(evidence: Evidence, q: RecallQuery) -> dict[str, float]:
+def parts(candidate: Candidate, q: RecallQuery) -> dict[str, float]:
     """The score components of a candidate, before any model is built."""
-    if evidence.raw:
-        when = from_db_time(str(evidence.row[3]))
-        return {
-            "lexical": evidence.lexical, "semantic": 0.0, "link": 0.0, "basis": RAW_BASIS,
-            "confidence": RAW_CONFIDENCE,
-            "freshness": freshness(when, q.as_of, q.half_life_days),
-        }  # fmt: skip
-    basis, confidence, valid_at = evidence.row[4], evidence.row[5], evidence.row[8]
+    row = candidate.row
+    if isinstance(row, RawEvent):
+        basis, confidence, since = RAW_BASIS, RAW_CONFIDENCE, row.occurred_at
+    else:
+        basis, confidence, since = BASIS_WEIGHT[row.basis], row.confidence, row.valid_at
     return {
-        "lexical": evidence.lexical, "semantic": max(0.0, min(1.0, evidence.semantic)),
-        "link": evidence.link, "basis": BASIS_WEIGHT[str(basis)],
-        "confidence": float(confidence),  # type: ignore[arg-type]
-        "freshness": freshness(from_db_time(str(valid_at)), q.as_of, q.half_life_days),
-    }  # fmt: skip
+        "lexical": candidate.lexical,
+        "semantic": max(0.0, min(1.0, candidate.semantic)),
+        "link": candidate.link,
+        "basis": basis,
+        "confidence": float(confidence),
+        "freshness": freshness(from_db_time(since), q.as_of, q.half_life_days),
+    }
 
 
-def recall_item(evidence: Evidence, q: RecallQuery) -> RecallItem:
-    if evidence.raw:
-        return raw_item(evidence, q)
-    (id_, text, quote, kind, basis, confidence, subject, fact_key, valid_at, invalid_at,
-     event_id, occurred_at, gist, cue) = evidence.row  # fmt: skip
-    valid = from_db_time(str(valid_at))
-    ends = None if invalid_at is None else from_db_time(str(invalid_at))
-    components = ScoreComponents(**parts(evidence, q))
-    shown, faded, coarse = present(str(text), str(kind), gist, cue, valid, q)
-    return RecallItem.model_validate(
-        {
-            "id": id_, "text": shown, "quote": quote, "kind": kind, "basis": basis,
-            "confidence": confidence, "subject": subject, "fact_key": fact_key,
-            "valid_at": valid, "invalid_at": ends,
-            "expired": ends is not None and ends <= q.as_of,
-            "source_event_id": event_id, "occurred_at": from_db_time(str(occurred_at)),
-            "score": round(score(components), 6), "components": components,
-            "gist": faded, "coarse_time": coarse,
-        }
-    )  # fmt: skip
-
-
-def raw_item(evidence: Evidence, q: RecallQuery) -> RecallItem:
-    event_id, text, length, occurred_at = evidence.row
-    when = from_db_time(str(occurred_at))
-    components = ScoreComponents(**parts(evidence, q))
+def recall_item(candidate: Candidate, q: RecallQuery) -> RecallItem:
+    row = candidate.row
+    components = ScoreComponents(**parts(candidate, q))
+    if isinstance(row, RawEvent):
+        return raw_item(row, components)
+    valid = from_db_time(row.valid_at)
+    ends = None if row.invalid_at is None else from_db_time(row.invalid_at)
+    shown, faded, coarse = present(row.text, row.kind, row.gist, row.cue_key, valid, q)
     return RecallItem(
-        id=str(event_id), text=str(text), quote=None, kind=None, basis=None, confidence=None,
-        subject=None, fact_key=None, valid_at=None, invalid_at=None, expired=False,
-        source_event_id=str(event_id), occurred_at=when, score=round(score(components), 6),
-        components=components, raw_fallback=True, truncated=int(length) > RAW_CHARS,  # type: ignore[call-overload]
-    )  # fmt: skip
+        id=row.id,
+        text=shown,
+        quote=row.quote,
+        kind=row.kind,
+        basis=row.basis,
+        confidence=row.confidence,
+        subject=row.subject,
+        fact_key=row.fact_key,
+        valid_at=valid,
+        invalid_at=ends,
+        expired=ends is not None and ends <= q.as_of,
+        source_event_id=row.event_id,
+        occurred_at=from_db_time(row.occurred_at),
+        score=round(score(components), 6),
+        components=components,
+        gist=faded,
+        coarse_time=coarse,
+    )
+
+
+def raw_item(event: RawEvent, components: ScoreComponents) -> RecallItem:
+    return RecallItem(
+        id=event.id,
+        text=event.text,
+        quote=None,
+        kind=None,
+        basis=None,
+        confidence=None,
+        subject=None,
+        fact_key=None,
+        valid_at=None,
+        invalid_at=None,
+        expired=False,
+        source_event_id=event.id,
+        occurred_at=from_db_time(event.occurred_at),
+        score=round(score(components), 6),
+        components=components,
+        raw_fallback=True,
+        truncated=event.length > RAW_CHARS,
+    )
 
 
 def present(
-    text: str, kind: str, gist: object, cue: object, valid_at: datetime, q: RecallQuery
+    text: str, kind: str, gist: str | None, cue: str | None, valid_at: datetime, q: RecallQuery
 ) -> tuple[str, bool, str | None]:
     """``(text shown, is a gist, coarse time label)`` for a memory of this age."""
     age_days = (q.as_of - valid_at).total_seconds() / 86400
@@ -501,7 +567,7 @@ def present(
     if age_days <= q.fade_after_days:
         return text, False, coarse
     if gist:
-        return str(gist), True, coarse
+        return gist, True, coarse
     return f"[topic cue] {cue or text[:80]}", True, coarse
 
 

@@ -12,8 +12,8 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from ..db.times import from_db_time
 from ..errors import InvalidInput
-from ..inputs import from_db_time
 from ..models import Checkpoint
 
 INSERT_CHECKPOINT = """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..inputs import db_time
+from ..db.times import db_time
 from ..models import Correction, MemoryDraft
 from ..search import index
 from .checkpoints import invalidate_checkpoints

@@ -11,14 +11,14 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
-from ..inputs import db_time, from_db_time
+from ..db.times import db_time, from_db_time
 from ..models import CurrentEmotion
+from .facts import valid_as_of
 
-SELECT_LATEST = """
-select id, emotion, valence, arousal, valid_at from memories
+SELECT_LATEST = f"""
+select id, emotion, valence, arousal, valid_at from memories m
 where persona = :persona and project = :project and revoked_at is null and emotion is not null
-  and basis = 'assistant_expression' and valid_at <= :as_of
-  and (invalid_at is null or invalid_at > :as_of)
+  and basis = 'assistant_expression' and {valid_as_of()}
 order by valid_at desc, num desc limit 1
 """
 

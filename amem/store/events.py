@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from ..db.times import from_db_time
 from ..errors import Conflict
-from ..inputs import from_db_time
 from ..models import Event, EventReceipt, EventStatus
 from ..search import index
 

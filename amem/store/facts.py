@@ -21,8 +21,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..db.times import db_time, from_db_time
 from ..errors import InvalidInput, NotFound
-from ..inputs import db_time, from_db_time, parse_time
+from ..inputs import parse_time
 from ..models import Emotion, MemoryDraft, MemoryRecord
 from ..search import index
 from ..search.text import STOP_WORDS
@@ -74,6 +75,16 @@ SET_CHAIN_ORDER = "update memories set chain_order = ? where num = ?"
 CLOSE_INTERVAL = "update memories set invalid_at = ? where num = ?"
 SET_CUE = "update memories set cue_key = ? where num = ?"
 CUE_WORDS = 6
+
+
+def valid_as_of(*, history: bool = False) -> str:
+    """SQL that holds for a memory ``m`` valid at the parameter ``:as_of``: started and not
+    yet ended (intervals are half-open). With ``history``, the parameter ``:history``, when
+    true, also admits memories that have ended (recall's ``include_history``)."""
+    ended = ":history or " if history else ""
+    return f"m.valid_at <= :as_of and ({ended}m.invalid_at is null or m.invalid_at > :as_of)"
+
+
 MARK_EXTRACTED = """
 update events set status = 'extracted', error = null
 where id = ? and status in ('stored', 'pending', 'failed')

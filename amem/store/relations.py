@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from ..db.times import from_db_time
 from ..errors import InvalidInput
-from ..inputs import from_db_time
 from ..models import Relation
 from .facts import load_memory
 
