@@ -333,8 +333,8 @@ class Memory:
         read snapshot; the others hold the write lock while they check."""
         if rebuild_index:
             sources = await self._runtime.read(doctor.index_sources)
-            segmented = await segment_off_loop([source[4] for source in sources])
-            docs = [(*s[:4], t) for s, t in zip(sources, segmented, strict=True)]
+            segmented = await segment_off_loop([source.text for source in sources])
+            docs = [s._replace(text=t) for s, t in zip(sources, segmented, strict=True)]
             await self._runtime.write(doctor.rebuild_index, docs)
         row_checks = await self._runtime.read(doctor.row_checks)
         return await self._runtime.write(doctor.examine, self.settings, row_checks)
@@ -815,7 +815,7 @@ class Scope:
             self._new_event(submitted_event(item, f"events[{n}]" if many else ""), now)
             for n, item in enumerate(items)
         ]
-        indexed = [n for n, event in enumerate(made) if event.category == "conversation"]
+        indexed = [n for n, event in enumerate(made) if index.indexes_event(event.category)]
         segmented = await segment_off_loop([made[n].text for n in indexed])
         for n, tokens in zip(indexed, segmented, strict=True):
             made[n].segmented = tokens

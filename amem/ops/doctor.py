@@ -2,8 +2,8 @@
 
 Checks the schema version, SQLite's ``integrity_check`` and ``foreign_key_check``, the
 FTS5 index against its content table (``integrity-check``: ``PRAGMA integrity_check``
-does not see FTS drift), search coverage (every current memory and conversation event
-indexed, no index row pointing at nothing), text that does not decode, whether an export
+does not see FTS drift), search coverage (the index holds exactly what ``search.index``
+says it holds: nothing missing, no row pointing at anything else), text that does not decode, whether an export
 would import (the rows as export reads them, through import's own validation),
 extractions left pending or failed, vector coverage and interrupted reindexes, and
 reports table counts.
@@ -23,18 +23,24 @@ from . import archive
 
 COUNTED = ("events", "memories", "relations", "checkpoints", "personas", "capture_cursors",
            "embeddings", "search_docs")  # fmt: skip
-UNINDEXED = """
+UNINDEXED = f"""
 select
-  (select count(*) from memories m where m.revoked_at is null and not exists
+  (select count(*) from memories m where {index.INDEXED_MEMORY} and not exists
      (select 1 from search_docs d where d.doc_kind = 'memory' and d.ref = m.id))
-+ (select count(*) from events e where e.category in ('conversation', 'correction') and not exists
++ (select count(*) from events e where {index.INDEXED_EVENT} and not exists
      (select 1 from search_docs d where d.doc_kind = 'event' and d.ref = e.id))
 """
-ORPHANED = """
+ORPHANED = f"""
 select count(*) from search_docs d where
   (d.doc_kind = 'memory' and not exists
-     (select 1 from memories m where m.id = d.ref and m.revoked_at is null))
-  or (d.doc_kind = 'event' and not exists (select 1 from events e where e.id = d.ref))
+     (select 1 from memories m where m.id = d.ref and {index.INDEXED_MEMORY}))
+  or (d.doc_kind = 'event' and not exists
+     (select 1 from events e where e.id = d.ref and {index.INDEXED_EVENT}))
+"""
+SELECT_SOURCES = f"""
+select 'event', id, persona, project, text from events e where {index.INDEXED_EVENT}
+union all
+select 'memory', id, persona, project, text from memories m where {index.INDEXED_MEMORY}
 """
 EXTRACTIONS = (
     "select status, count(*) from events where status in ('pending', 'failed') group by status"
@@ -201,26 +207,19 @@ def vector_checks(conn: sqlite3.Connection, settings: Settings) -> list[DoctorCh
     return checks
 
 
-def index_sources(conn: sqlite3.Connection) -> list[tuple[str, str, str, str, str]]:
-    """``(doc_kind, ref, persona, project, text)`` of everything the index should hold."""
-    events = conn.execute(
-        "select 'event', id, persona, project, text from events"
-        " where category in ('conversation', 'correction')"
-    ).fetchall()
-    memories = conn.execute(
-        "select 'memory', id, persona, project, text from memories where revoked_at is null"
-    ).fetchall()
-    return [tuple(map(str, row)) for row in (*events, *memories)]  # type: ignore[misc]
+def index_sources(conn: sqlite3.Connection) -> list[index.Document]:
+    """Everything the index should hold, with its text (events first)."""
+    return [index.Document(*map(str, row)) for row in conn.execute(SELECT_SOURCES)]
 
 
-def rebuild_index(conn: sqlite3.Connection, docs: list[tuple[str, str, str, str, str]]) -> int:
-    """Drop and recreate the search tables, then index ``docs`` (segmented), in one
-    transaction: whatever state the old index was in, the new one is built from the data."""
+def rebuild_index(conn: sqlite3.Connection, docs: list[index.Document]) -> int:
+    """Drop and recreate the search tables, then index ``docs`` (their text segmented), in
+    one transaction: whatever state the old index was in, the new one is built from the data."""
     drop_search_fts(conn)
     conn.execute("delete from search_docs")
     conn.execute(CREATE_SEARCH_FTS)
-    for kind, ref, persona, project, segmented in docs:
-        index.index_doc(conn, persona, project, kind, ref, segmented)
+    for doc in docs:
+        index.index_doc(conn, doc.persona, doc.project, doc.doc_kind, doc.ref, doc.text)
     return len(docs)
 
 

@@ -264,10 +264,9 @@ def insert(conn: sqlite3.Connection, table: str, row: Row, where: str) -> None:
 
 
 def indexed(table: str, row: dict[str, Any]) -> bool:
-    """The search index holds conversation and correction events and current memories."""
     if table == "events":
-        return row["category"] in index.INDEXED_CATEGORIES
-    return table == "memories" and row["revoked_at"] is None
+        return index.indexes_event(row["category"])
+    return table == "memories" and index.indexes_memory(row["revoked_at"])
 
 
 def needs_cue(memory: dict[str, Any]) -> bool:

@@ -3,17 +3,52 @@ indexed by the external-content FTS5 table ``search_fts``. Rows are written and 
 the same transaction as the row they index; the text is segmented before that transaction
 (``text.segment_off_loop``), never inside the writer. Every document starts with its
 scope token, so FTS can filter by scope. Plain functions of a connection.
+
+What the index holds is decided here, once: conversation and correction events, and
+current (unrevoked) memories. Submit, import, correction and doctor all follow
+``indexes_event`` and ``indexes_memory``, or the SQL ``INDEXED_EVENT`` and
+``INDEXED_MEMORY`` that say the same.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
+from typing import NamedTuple
 
+from ..models import Category
 from .text import scope_token
 
-INDEXED_CATEGORIES = ("conversation", "correction")
+INDEXED_CATEGORIES: tuple[Category, ...] = ("conversation", "correction")
 """Event categories whose text is indexed; reference and persona events are only archived."""
+
+
+def indexes_event(category: str) -> bool:
+    """Whether the index holds an event of this category."""
+    return category in INDEXED_CATEGORIES
+
+
+def indexes_memory(revoked_at: str | None) -> bool:
+    """Whether the index holds a memory: only while it is not revoked."""
+    return revoked_at is None
+
+
+INDEXED_EVENT = f"e.category in ({', '.join(map(repr, INDEXED_CATEGORIES))})"
+"""``indexes_event`` in SQL, for an event ``e``."""
+INDEXED_MEMORY = "m.revoked_at is null"
+"""``indexes_memory`` in SQL, for a memory ``m``."""
+
+
+class Document(NamedTuple):
+    """What the index holds for one event or memory; ``text`` is its text, or its tokens
+    once segmented."""
+
+    doc_kind: str
+    ref: str
+    persona: str
+    project: str
+    text: str
+
 
 INSERT_DOC = """
 insert into search_docs (persona, project, doc_kind, ref, tokens) values (?, ?, ?, ?, ?)
