@@ -20,7 +20,8 @@ from ..errors import InvalidInput, UpstreamError
 from ..inputs import validation_problems
 from ..limits import MAX_MEMORIES_PER_EVENT
 from ..models import DRAFT_FIELDS, MemoryDraft
-from ..store.facts import SourceEvent, derive_memories
+from ..store.events import EVENT_COLUMNS, StoredEvent
+from ..store.facts import derive_memories
 from .client import post_json
 
 CODE = "extraction_failed"
@@ -62,7 +63,7 @@ class ExtractionAnswer(BaseModel):
     memories: list[MemoryDraft] = Field(max_length=MAX_MEMORIES_PER_EVENT)
 
 
-def extraction_request(model: str, event: SourceEvent) -> dict[str, Any]:
+def extraction_request(model: str, event: StoredEvent) -> dict[str, Any]:
     message = json.dumps(
         {"role": event.role, "occurred_at": event.occurred_at, "text": event.text},
         ensure_ascii=False,
@@ -79,7 +80,7 @@ def extraction_request(model: str, event: SourceEvent) -> dict[str, Any]:
 
 
 async def extract(
-    client: httpx.AsyncClient, settings: Settings, event: SourceEvent
+    client: httpx.AsyncClient, settings: Settings, event: StoredEvent
 ) -> list[MemoryDraft]:
     """The drafts the model proposes for ``event``; ``UpstreamError`` when it fails."""
     assert settings.extract_base_url
@@ -116,9 +117,9 @@ def parse_answer(data: dict[str, Any]) -> list[MemoryDraft]:
     return answer.memories
 
 
-SELECT_FOR_EXTRACTION = """
-select id, persona, project, session, role, category, text, occurred_at, status
-from events where id = ? and status = 'pending' and category = 'conversation'
+SELECT_FOR_EXTRACTION = f"""
+select {EVENT_COLUMNS} from events
+where id = ? and status = 'pending' and category = 'conversation'
 """
 SELECT_STATE = "select persona, project, status from events where id = ?"
 SELECT_DERIVED_IDS = (
@@ -153,9 +154,9 @@ class Outcome(BaseModel):
     error: str | None = None
 
 
-def load_for_extraction(conn: sqlite3.Connection, event_id: str) -> SourceEvent | None:
+def load_for_extraction(conn: sqlite3.Connection, event_id: str) -> StoredEvent | None:
     row = conn.execute(SELECT_FOR_EXTRACTION, (event_id,)).fetchone()
-    return None if row is None else SourceEvent(*row)
+    return None if row is None else StoredEvent(*row)
 
 
 def complete_extraction(

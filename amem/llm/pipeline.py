@@ -103,9 +103,14 @@ class Pipeline:
                 )
             segmented = await text.segment_off_loop([draft.text for draft in drafts])
             outcome = await self._db.write(
-                partial(extraction.complete_extraction, event_id=event_id, drafts=drafts,
-                        segmented=segmented, now=db_now())
-            )  # fmt: skip
+                partial(
+                    extraction.complete_extraction,
+                    event_id=event_id,
+                    drafts=drafts,
+                    segmented=segmented,
+                    now=db_now(),
+                )
+            )
         if outcome.new and outcome.memory_ids:
             await self.embed_opportunistically(outcome.memory_ids)
         return outcome
@@ -200,9 +205,15 @@ class Pipeline:
                 await self._db.write(partial(embeddings.drop_staged, staged=staged))
             raise
         await self._db.write(
-            partial(embeddings.swap_in, persona=persona, project=project, staged=staged,
-                    fingerprint=fingerprint, indexed=[memory_id for memory_id, _ in todo])
-        )  # fmt: skip
+            partial(
+                embeddings.swap_in,
+                persona=persona,
+                project=project,
+                staged=staged,
+                fingerprint=fingerprint,
+                indexed=[memory_id for memory_id, _ in todo],
+            )
+        )
         return len(todo), stored
 
 

@@ -41,6 +41,7 @@ from ..errors import StorageError
 from ..inputs import parse_time, validation_problems
 from ..limits import MAX_ARCHIVE_LINE_CHARS, MAX_EVENT_CHARS
 from ..models import Basis, Category, EventStatus, MemoryKind, Role
+from ..store.checkpoints import JSON_COLUMNS
 
 FORMAT = "amem-archive"
 FORMAT_VERSION = 1
@@ -52,8 +53,6 @@ ORDER = {
 }  # fmt: skip
 KEYS = {"events": "seq", "memories": "num", "checkpoints": "num", "search_docs": "num"}
 """Integer keys that name a row in messages (other rows are named by position)."""
-JSON_COLUMNS = ("completed", "pending", "constraints")
-"""Checkpoint columns stored as JSON text, archived as lists."""
 Source = Generator[tuple[str, dict[str, Any], str], None, None]
 """``(table, row, where)`` of each row, in order; ``where`` names the row in messages."""
 

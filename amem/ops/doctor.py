@@ -3,10 +3,10 @@
 Checks the schema version, SQLite's ``integrity_check`` and ``foreign_key_check``, the
 FTS5 index against its content table (``integrity-check``: ``PRAGMA integrity_check``
 does not see FTS drift), search coverage (the index holds exactly what ``search.index``
-says it holds: nothing missing, no row pointing at anything else), text that does not decode, whether an export
-would import (the rows as export reads them, through import's own validation),
-extractions left pending or failed, vector coverage and interrupted reindexes, and
-reports table counts.
+says it holds: nothing missing, no row pointing at anything else), text that does not
+decode, whether an export would import (the rows as export reads them, through import's
+own validation), extractions left pending or failed, vector coverage and interrupted
+reindexes, and reports table counts.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from ..errors import InvalidInput, StorageError
 from ..limits import MAX_ARCHIVE_CELL_BYTES
 from ..search import index
 from ..search.text import segment
+from ..store.checkpoints import JSON_COLUMNS
 from ..store.facts import FADING_KINDS, topic_cue
 from . import archive, files
 from .archive import BadRow, Row, Source
@@ -250,7 +251,7 @@ def insert(conn: sqlite3.Connection, table: str, row: Row, where: str) -> None:
     values = row.model_dump()
     tokens = segment(values["text"]) if indexed(table, values) else None
     if table == "checkpoints":
-        for column in archive.JSON_COLUMNS:
+        for column in JSON_COLUMNS:
             values[column] = json.dumps(values[column], ensure_ascii=False)
     if table == "memories" and tokens is not None and needs_cue(values):
         values["cue_key"] = topic_cue(tokens)

@@ -72,8 +72,13 @@ def ingest(
     last = receipts[-1].event_id if receipts else None
     conn.execute(UPSERT_CURSOR, (persona, project, instance, position, last, now))
     return CaptureResult(
-        persona=persona, project=project, instance=instance, cursor=position,
+        persona=persona,
+        project=project,
+        instance=instance,
+        cursor=position,
         stored=[r.event_id for r in receipts if not r.duplicate],
-        duplicates=[r.event_id for r in receipts if r.duplicate], skipped=skipped,
-        checkpoint=saved, receipts=receipts,
-    )  # fmt: skip
+        duplicates=[r.event_id for r in receipts if r.duplicate],
+        skipped=skipped,
+        checkpoint=saved,
+        receipts=receipts,
+    )

@@ -11,21 +11,33 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from ..db.times import from_db_time
 from ..errors import InvalidInput
 from ..models import Checkpoint
 
-INSERT_CHECKPOINT = """
-insert into checkpoints (persona, project, session, goal, completed, pending, constraints,
-                         next_action, covered_seq, created_at)
-values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+COLUMNS = (
+    "persona",
+    "project",
+    "session",
+    "goal",
+    "completed",
+    "pending",
+    "constraints",
+    "next_action",
+    "covered_seq",
+    "created_at",
+)
+"""A checkpoint's columns: the fields of ``Checkpoint``."""
+JSON_COLUMNS = ("completed", "pending", "constraints")
+"""The lists, stored as JSON text."""
+INSERT_CHECKPOINT = f"""
+insert into checkpoints ({", ".join(COLUMNS)}) values ({", ".join(f":{c}" for c in COLUMNS)})
 """
 SELECT_COVERED = "select persona, project, session from events where seq = ?"
-SELECT_LATEST = """
-select persona, project, session, goal, completed, pending, constraints, next_action,
-       covered_seq, created_at
-from checkpoints
+SELECT_LATEST = f"""
+select {", ".join(COLUMNS)} from checkpoints
 where persona = ? and project = ? and session = ? and invalidated_at is null
 order by num desc limit 1
 """
@@ -57,13 +69,21 @@ def save_checkpoint(
         owner = conn.execute(SELECT_COVERED, (covered_seq,)).fetchone()
         if owner != (persona, project, session):
             raise InvalidInput("covered_seq must be the seq of an event in this scope and session")
-    row = (
-        persona, project, session, goal, json.dumps(list(completed), ensure_ascii=False),
-        json.dumps(list(pending), ensure_ascii=False),
-        json.dumps(list(constraints), ensure_ascii=False), next_action, covered_seq, now,
-    )  # fmt: skip
-    conn.execute(INSERT_CHECKPOINT, row)
-    return checkpoint_from_row(row)
+    fields = {
+        "persona": persona,
+        "project": project,
+        "session": session,
+        "goal": goal,
+        "completed": list(completed),
+        "pending": list(pending),
+        "constraints": list(constraints),
+        "next_action": next_action,
+        "covered_seq": covered_seq,
+        "created_at": now,
+    }
+    lists = {column: json.dumps(fields[column], ensure_ascii=False) for column in JSON_COLUMNS}
+    conn.execute(INSERT_CHECKPOINT, fields | lists)
+    return Checkpoint.model_validate(fields | {"created_at": from_db_time(now)})
 
 
 def latest_checkpoint(
@@ -86,12 +106,8 @@ def invalidate_after_deletion(
 
 
 def checkpoint_from_row(row: Sequence[object]) -> Checkpoint:
-    persona, project, session, goal, completed, pending, constraints, action, seq, at = row
-    return Checkpoint.model_validate(
-        {
-            "persona": persona, "project": project, "session": session, "goal": goal,
-            "completed": json.loads(str(completed)), "pending": json.loads(str(pending)),
-            "constraints": json.loads(str(constraints)), "next_action": action,
-            "covered_seq": seq, "created_at": from_db_time(str(at)),
-        }
-    )  # fmt: skip
+    fields: dict[str, Any] = dict(zip(COLUMNS, row, strict=True))
+    for column in JSON_COLUMNS:
+        fields[column] = json.loads(fields[column])
+    fields["created_at"] = from_db_time(fields["created_at"])
+    return Checkpoint.model_validate(fields)

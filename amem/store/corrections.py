@@ -43,23 +43,38 @@ def correct(
     insert_event(
         conn,
         NewEvent(
-            id=correction_event_id, persona=persona, project=project, session=source.session,
-            role=source.role, category="correction", source="correction", text=text,
-            occurred_at=now, occurred_at_given=True, ingested_at=now, status="stored",
+            id=correction_event_id,
+            persona=persona,
+            project=project,
+            session=source.session,
+            role=source.role,
+            category="correction",
+            source="correction",
+            text=text,
+            occurred_at=now,
+            occurred_at_given=True,
+            ingested_at=now,
+            status="stored",
             segmented=segmented,
         ),
-    )  # fmt: skip
+    )
     conn.execute(REVOKE, (now, old.id))
     conn.execute(DROP_VECTORS, (old.id,))
     index.remove_docs(conn, "memory", [old.id])
     start = valid_at or db_time(old.valid_at)
     end = db_time(old.invalid_at) if old.invalid_at else None
     draft = MemoryDraft(
-        text=text, quote=text, kind=old.kind, basis=old.basis, confidence=old.confidence,
-        subject=old.subject, fact_key=old.fact_key, valid_at=start,  # type: ignore[arg-type]
+        text=text,
+        quote=text,
+        kind=old.kind,
+        basis=old.basis,
+        confidence=old.confidence,
+        subject=old.subject,
+        fact_key=old.fact_key,
+        valid_at=start,  # type: ignore[arg-type]
         invalid_at=end if end and end > start else None,  # type: ignore[arg-type]
         emotion=old.emotion,
-    )  # fmt: skip
+    )
     # keeping the start, the correction takes the mistaken fact's place among equal starts
     order = None if valid_at else conn.execute(SELECT_CHAIN_ORDER, (old.id,)).fetchone()[0]
     [new] = derive_memories(
@@ -76,6 +91,10 @@ def correct(
     conn.execute(MARK_AMENDED, (old.event_id,))
     invalidate_checkpoints(conn, persona, project, now)
     return Correction(
-        persona=persona, project=project, memory=new, revoked_id=old.id,
-        correction_event_id=correction_event_id, amended_event_id=old.event_id,
-    )  # fmt: skip
+        persona=persona,
+        project=project,
+        memory=new,
+        revoked_id=old.id,
+        correction_event_id=correction_event_id,
+        amended_event_id=old.event_id,
+    )

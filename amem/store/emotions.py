@@ -42,6 +42,10 @@ def current_emotion(
     if factor < floor:
         return None
     return CurrentEmotion(
-        label=label, valence=round(valence * factor, 6), arousal=round(arousal * factor, 6),
-        factor=round(factor, 6), expressed_at=expressed, memory_id=memory_id,
-    )  # fmt: skip
+        label=label,
+        valence=round(valence * factor, 6),
+        arousal=round(arousal * factor, 6),
+        factor=round(factor, 6),
+        expressed_at=expressed,
+        memory_id=memory_id,
+    )

@@ -60,10 +60,15 @@ def delete(
     for event in event_ids:
         conn.execute(DELETE_EVENT, (event,))
     return Deletion(
-        persona=persona, project=project, event_ids=event_ids, memory_ids=memory_ids,
-        relations=len(relation_ids), search_rows=search_rows, vectors=vectors,
+        persona=persona,
+        project=project,
+        event_ids=event_ids,
+        memory_ids=memory_ids,
+        relations=len(relation_ids),
+        search_rows=search_rows,
+        vectors=vectors,
         checkpoints_invalidated=invalidate_after_deletion(conn, persona, project, now),
-    )  # fmt: skip
+    )
 
 
 def starting_event(

@@ -18,42 +18,60 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from ..db.times import db_time, from_db_time
 from ..errors import InvalidInput, NotFound
 from ..inputs import parse_time
-from ..models import Emotion, MemoryDraft, MemoryRecord
+from ..models import Basis, Emotion, MemoryDraft, MemoryKind, MemoryRecord
 from ..search import index
 from ..search.text import STOP_WORDS
+from .events import StoredEvent, load_stored
 
 ARCHIVED_CATEGORIES = frozenset(("reference", "persona"))
 FADING_KINDS = frozenset(("episode", "observation", "emotion"))
 """Kinds whose old records are shown as a gist (see ``search.recall``)."""
 KEYED_KINDS = frozenset(("fact", "preference"))
 
-MEMORY_COLUMNS = """
-    id, persona, project, event_id, text, quote, quote_start, quote_end, kind, basis,
-    confidence, subject, fact_key, valid_at, invalid_at, emotion, valence, arousal, gist,
-    created_at
-"""
-SELECT_SOURCE = """
-select id, persona, project, session, role, category, text, occurred_at, status
-from events where id = ?
+
+class StoredMemory(NamedTuple):
+    """A memory row as ``MEMORY_COLUMNS`` reads it (and ``INSERT_MEMORY`` writes it)."""
+
+    id: str
+    persona: str
+    project: str
+    event_id: str
+    text: str
+    quote: str
+    quote_start: int
+    quote_end: int
+    kind: MemoryKind
+    basis: Basis
+    confidence: float
+    subject: str | None
+    fact_key: str | None
+    valid_at: str
+    invalid_at: str | None
+    emotion: str | None
+    """The emotion's label; its valence and arousal follow."""
+    valence: float | None
+    arousal: float | None
+    gist: str | None
+    created_at: str
+
+
+MEMORY_COLUMNS = ", ".join(StoredMemory._fields)
+INSERT_MEMORY = f"""
+insert into memories ({MEMORY_COLUMNS}) values ({", ".join("?" * len(StoredMemory._fields))})
 """
 SELECT_SAME_MEMORY = f"""
 select {MEMORY_COLUMNS} from memories
-where event_id = ? and revoked_at is null and text = ? and quote = ? and kind = ?
-  and basis = ? and subject is ? and fact_key is ? and valid_at = ? and invalid_at is ?
-  and emotion is ? and gist is ?
-"""
-INSERT_MEMORY = """
-insert into memories
-    (id, persona, project, event_id, text, quote, quote_start, quote_end, kind, basis,
-     confidence, subject, fact_key, valid_at, invalid_at, emotion, valence, arousal, gist,
-     created_at)
-values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+where event_id = :event_id and revoked_at is null and text = :text and quote = :quote
+  and kind = :kind and basis = :basis and subject is :subject and fact_key is :fact_key
+  and valid_at = :valid_at and invalid_at is :invalid_at and emotion is :emotion
+  and gist is :gist
 """
 CHAIN = """
 from memories
@@ -92,19 +110,6 @@ where id = ? and status in ('stored', 'pending', 'failed')
 
 
 @dataclass(frozen=True, slots=True)
-class SourceEvent:
-    id: str
-    persona: str
-    project: str
-    session: str | None
-    role: str
-    category: str
-    text: str
-    occurred_at: str
-    status: str
-
-
-@dataclass(frozen=True, slots=True)
 class ValidMemory:
     """A draft that passed validation, with its quote span and times in stored form."""
 
@@ -114,11 +119,11 @@ class ValidMemory:
     invalid_at: str | None
 
 
-def load_event(conn: sqlite3.Connection, persona: str, project: str, event_id: str) -> SourceEvent:
-    row = conn.execute(SELECT_SOURCE, (event_id,)).fetchone()
-    if row is None or (row[1], row[2]) != (persona, project):
+def load_event(conn: sqlite3.Connection, persona: str, project: str, event_id: str) -> StoredEvent:
+    event = load_stored(conn, event_id)
+    if event is None or (event.persona, event.project) != (persona, project):
         raise NotFound("no event with this id in this scope")
-    return SourceEvent(*row)
+    return event
 
 
 def derive_memories(
@@ -150,7 +155,7 @@ def derive_memories(
     return records
 
 
-def validate(event: SourceEvent, draft: MemoryDraft, field: str) -> ValidMemory:
+def validate(event: StoredEvent, draft: MemoryDraft, field: str) -> ValidMemory:
     """The rules of seed 000 "Authority, attribution and scope", for one draft."""
     if event.category in ARCHIVED_CATEGORIES:
         raise role_violation(f"{field}: reference and persona events are archived, never a source")
@@ -177,7 +182,7 @@ def validate(event: SourceEvent, draft: MemoryDraft, field: str) -> ValidMemory:
     return ValidMemory(draft, start, valid_at, invalid_at)
 
 
-def check_basis(event: SourceEvent, draft: MemoryDraft, field: str) -> None:
+def check_basis(event: StoredEvent, draft: MemoryDraft, field: str) -> None:
     if draft.basis == "user_statement" and event.role != "user":
         raise role_violation(f"{field}.basis user_statement needs a user event")
     if draft.basis == "assistant_expression" and event.role != "assistant":
@@ -207,7 +212,7 @@ def role_violation(message: str) -> InvalidInput:
 
 def insert_memory(
     conn: sqlite3.Connection,
-    event: SourceEvent,
+    event: StoredEvent,
     memory: ValidMemory,
     segmented: str,
     now: str,
@@ -215,39 +220,49 @@ def insert_memory(
 ) -> MemoryRecord:
     draft = memory.draft
     emotion = draft.emotion
-    same = conn.execute(
-        SELECT_SAME_MEMORY,
-        (
-            event.id, draft.text, draft.quote, draft.kind, draft.basis, draft.subject,
-            draft.fact_key, memory.valid_at, memory.invalid_at,
-            emotion.label if emotion else None, draft.gist,
-        ),
-    ).fetchone()  # fmt: skip
-    if same is not None:
+    row = StoredMemory(
+        id=f"mem_{uuid.uuid4().hex}",
+        persona=event.persona,
+        project=event.project,
+        event_id=event.id,
+        text=draft.text,
+        quote=draft.quote,
+        quote_start=memory.quote_start,
+        quote_end=memory.quote_start + len(draft.quote),
+        kind=draft.kind,
+        basis=draft.basis,
+        confidence=draft.confidence,
+        subject=draft.subject,
+        fact_key=draft.fact_key,
+        valid_at=memory.valid_at,
+        invalid_at=memory.invalid_at,
+        emotion=emotion.label if emotion else None,
+        valence=emotion.valence if emotion else None,
+        arousal=emotion.arousal if emotion else None,
+        gist=draft.gist,
+        created_at=now,
+    )
+    same = conn.execute(SELECT_SAME_MEMORY, row._asdict()).fetchone()
+    if same is not None:  # derived before: the same memory, not a second one
         return memory_from_row(same)
-    row = (
-        f"mem_{uuid.uuid4().hex}", event.persona, event.project, event.id, draft.text,
-        draft.quote, memory.quote_start, memory.quote_start + len(draft.quote), draft.kind,
-        draft.basis, draft.confidence, draft.subject, draft.fact_key, memory.valid_at,
-        memory.invalid_at, emotion.label if emotion else None,
-        emotion.valence if emotion else None, emotion.arousal if emotion else None,
-        draft.gist, now,
-    )  # fmt: skip
     num = conn.execute(INSERT_MEMORY, row).lastrowid
     assert num is not None
-    index.index_doc(conn, event.persona, event.project, "memory", row[0], segmented)
+    index.index_doc(conn, event.persona, event.project, "memory", row.id, segmented)
     if draft.gist is None and draft.kind in FADING_KINDS:
         conn.execute(SET_CUE, (topic_cue(segmented), num))
     if draft.fact_key is not None:
         if chain_order is not None:
             conn.execute(SET_CHAIN_ORDER, (chain_order, num))
         key = {
-            "persona": event.persona, "project": event.project, "subject": draft.subject,
-            "fact_key": draft.fact_key, "num": num, "valid_at": memory.valid_at,
+            "persona": event.persona,
+            "project": event.project,
+            "subject": draft.subject,
+            "fact_key": draft.fact_key,
+            "num": num,
+            "valid_at": memory.valid_at,
             "order": num if chain_order is None else chain_order,
-        }  # fmt: skip
-        invalid_at = place_in_chain(conn, key, num, memory)
-        row = (*row[:14], invalid_at, *row[15:])
+        }
+        row = row._replace(invalid_at=place_in_chain(conn, key, num, memory))
     return memory_from_row(row)
 
 
@@ -268,22 +283,34 @@ def place_in_chain(
     return invalid_at
 
 
-def memory_from_row(row: Sequence[object]) -> MemoryRecord:
-    (id_, persona, project, event_id, text, quote, quote_start, quote_end, kind, basis,
-     confidence, subject, fact_key, valid_at, invalid_at, emotion, valence, arousal, gist,
-     created_at) = row  # fmt: skip
-    return MemoryRecord.model_validate(
-        {
-            "id": id_, "persona": persona, "project": project, "event_id": event_id,
-            "text": text, "quote": quote, "quote_start": quote_start, "quote_end": quote_end,
-            "kind": kind, "basis": basis, "confidence": confidence, "subject": subject,
-            "fact_key": fact_key, "valid_at": from_db_time(str(valid_at)),
-            "invalid_at": None if invalid_at is None else from_db_time(str(invalid_at)),
-            "emotion": None if emotion is None
-            else Emotion(label=str(emotion), valence=valence, arousal=arousal),  # type: ignore[arg-type]
-            "gist": gist, "created_at": from_db_time(str(created_at)),
-        }
-    )  # fmt: skip
+def memory_from_row(values: Iterable[Any]) -> MemoryRecord:
+    """The model of a row in ``MEMORY_COLUMNS`` order."""
+    row = StoredMemory._make(values)
+    emotion = None
+    if row.emotion is not None:
+        emotion = Emotion.model_validate(
+            {"label": row.emotion, "valence": row.valence, "arousal": row.arousal}
+        )
+    return MemoryRecord(
+        id=row.id,
+        persona=row.persona,
+        project=row.project,
+        event_id=row.event_id,
+        text=row.text,
+        quote=row.quote,
+        quote_start=row.quote_start,
+        quote_end=row.quote_end,
+        kind=row.kind,
+        basis=row.basis,
+        confidence=row.confidence,
+        subject=row.subject,
+        fact_key=row.fact_key,
+        valid_at=from_db_time(row.valid_at),
+        invalid_at=None if row.invalid_at is None else from_db_time(row.invalid_at),
+        emotion=emotion,
+        gist=row.gist,
+        created_at=from_db_time(row.created_at),
+    )
 
 
 SELECT_MEMORY = f"select {MEMORY_COLUMNS} from memories where id = ?"
@@ -305,8 +332,6 @@ def topic_cue(segmented: str) -> str:
 
     Shown (labelled as a cue) instead of an old episode that has no authored gist.
     """
-    words = [
-        token for token in segmented.split()
-        if len(token) > 1 and not token.isdigit() and token not in STOP_WORDS
-    ]  # fmt: skip
+    tokens = segmented.split()
+    words = [t for t in tokens if len(t) > 1 and not t.isdigit() and t not in STOP_WORDS]
     return " ".join(list(dict.fromkeys(words))[:CUE_WORDS])

@@ -68,15 +68,24 @@ def recent_events(
     """The session's last events by occurrence time up to ``as_of``, oldest first, texts
     capped at ``EVENT_CHARS``. Amended events are left out: their wording was corrected."""
     params = {
-        "cap": EVENT_CHARS, "persona": persona, "project": project, "session": session,
-        "as_of": db_time(as_of), "count": RECENT_EVENTS,
-    }  # fmt: skip
+        "cap": EVENT_CHARS,
+        "persona": persona,
+        "project": project,
+        "session": session,
+        "as_of": db_time(as_of),
+        "count": RECENT_EVENTS,
+    }
     rows = conn.execute(SELECT_RECENT_EVENTS, params).fetchall()
     return [
-        {"id": id_, "role": role, "occurred_at": iso(at), "text": text,
-         "truncated": length > EVENT_CHARS}
+        {
+            "id": id_,
+            "role": role,
+            "occurred_at": iso(at),
+            "text": text,
+            "truncated": length > EVENT_CHARS,
+        }
         for id_, role, at, text, length in reversed(rows)
-    ]  # fmt: skip
+    ]
 
 
 def iso(stored: str) -> str:
@@ -91,33 +100,43 @@ def checkpoint_component(checkpoint: Checkpoint | None) -> dict[str, Any] | None
     if checkpoint is None:
         return None
     return {
-        "goal": checkpoint.goal, "completed": checkpoint.completed,
-        "pending": checkpoint.pending, "constraints": checkpoint.constraints,
-        "next_action": checkpoint.next_action, "covered_seq": checkpoint.covered_seq,
+        "goal": checkpoint.goal,
+        "completed": checkpoint.completed,
+        "pending": checkpoint.pending,
+        "constraints": checkpoint.constraints,
+        "next_action": checkpoint.next_action,
+        "covered_seq": checkpoint.covered_seq,
         "saved_at": checkpoint.created_at.isoformat(),
-    }  # fmt: skip
+    }
 
 
 def memories_component(items: Sequence[RecallItem], skip: set[str]) -> list[dict[str, Any]]:
     chosen = [item for item in items if item.id not in skip][:RECALLED]
     return [
         {
-            "id": item.id, "text": item.text, "kind": item.kind or "raw_event",
+            "id": item.id,
+            "text": item.text,
+            "kind": item.kind or "raw_event",
             "time": item.coarse_time or (item.valid_at or item.occurred_at).isoformat(),
-            "expired": item.expired, "gist": item.gist, "raw": item.raw_fallback,
-            "truncated": item.truncated, "source_event_id": item.source_event_id,
+            "expired": item.expired,
+            "gist": item.gist,
+            "raw": item.raw_fallback,
+            "truncated": item.truncated,
+            "source_event_id": item.source_event_id,
         }
         for item in chosen
-    ]  # fmt: skip
+    ]
 
 
 def emotion_component(emotion: CurrentEmotion | None) -> dict[str, Any] | None:
     if emotion is None:
         return None
     return {
-        "label": emotion.label, "valence": emotion.valence, "arousal": emotion.arousal,
+        "label": emotion.label,
+        "valence": emotion.valence,
+        "arousal": emotion.arousal,
         "expressed_at": emotion.expressed_at.isoformat(),
-    }  # fmt: skip
+    }
 
 
 def recall_query(query: str | None, checkpoint: Checkpoint | None) -> str | None:

@@ -1,4 +1,4 @@
-"""Reading original evidence: a page of the event behind an event or memory ID."""
+"""Pages of original text: the event behind an event or memory ID, a page at a time."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sqlite3
 
 from ..errors import NotFound
 from ..models import Evidence, MemoryRecord
-from .events import SELECT_EVENT, event_from_row
+from .events import event_model, load_stored
 from .facts import MEMORY_COLUMNS, load_memory, memory_from_row
 
 SELECT_DERIVED = f"""
@@ -28,14 +28,20 @@ def read_evidence(
     if conn.execute(IS_MEMORY, (id,)).fetchone() is not None:
         memory = load_memory(conn, persona, project, id)
         event_id = memory.event_id
-    row = conn.execute(SELECT_EVENT, (event_id,)).fetchone()
-    if row is None or (row[2], row[3]) != (persona, project):
+    event = load_stored(conn, event_id)
+    if event is None or (event.persona, event.project) != (persona, project):
         raise NotFound("no event or memory with this id in this scope")
-    text: str = row[8]
     end = offset + limit
     return Evidence(
-        id=id, persona=persona, project=project, event=event_from_row(row),
-        text=text[offset:end], offset=offset, limit=limit, total_chars=len(text),
-        next_offset=end if end < len(text) else None, memory=memory,
+        id=id,
+        persona=persona,
+        project=project,
+        event=event_model(event),
+        text=event.text[offset:end],
+        offset=offset,
+        limit=limit,
+        total_chars=len(event.text),
+        next_offset=end if end < len(event.text) else None,
+        memory=memory,
         memories=[memory_from_row(r) for r in conn.execute(SELECT_DERIVED, (event_id,))],
-    )  # fmt: skip
+    )

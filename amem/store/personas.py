@@ -8,6 +8,7 @@ erased. Persona versions span projects.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from ..errors import NotFound
 from ..models import Persona
@@ -17,18 +18,13 @@ NEUTRAL_PERSONA = (
     "the operator can set one with `amem persona set`."
 )
 
-SELECT_VERSION = """
-select persona, version, text, note, created_at from personas
-where persona = ? and version = ?
-"""
-SELECT_LATEST = """
-select persona, version, text, note, created_at from personas
-where persona = ? order by version desc limit 1
-"""
-SELECT_HISTORY = """
-select persona, version, text, note, created_at from personas
-where persona = ? order by version
-"""
+COLUMNS = ("persona", "version", "text", "note", "created_at")
+"""A persona version's columns: the fields of ``Persona``."""
+SELECT = f"select {', '.join(COLUMNS)} from personas"
+SELECT_VERSION = f"{SELECT} where persona = ? and version = ?"
+SELECT_LATEST = f"{SELECT} where persona = ? order by version desc limit 1"
+SELECT_HISTORY = f"{SELECT} where persona = ? order by version"
+SELECT_LAST_VERSION = "select max(version) from personas where persona = ?"
 INSERT_VERSION = (
     "insert into personas (persona, version, text, note, created_at) values (?, ?, ?, ?, ?)"
 )
@@ -59,10 +55,10 @@ def ensure_persona(conn: sqlite3.Connection, persona: str, now: str) -> Persona:
 def append_version(
     conn: sqlite3.Connection, persona: str, text: str, note: str | None, now: str
 ) -> Persona:
-    latest = conn.execute(SELECT_LATEST, (persona,)).fetchone()
-    version = 1 if latest is None else latest[1] + 1
-    conn.execute(INSERT_VERSION, (persona, version, text, note, now))
-    return persona_from_row((persona, version, text, note, now))
+    version = (conn.execute(SELECT_LAST_VERSION, (persona,)).fetchone()[0] or 0) + 1
+    row = (persona, version, text, note, now)
+    conn.execute(INSERT_VERSION, row)
+    return persona_from_row(row)
 
 
 def rollback_to(conn: sqlite3.Connection, persona: str, version: int, now: str) -> Persona:
@@ -70,16 +66,13 @@ def rollback_to(conn: sqlite3.Connection, persona: str, version: int, now: str) 
     old = conn.execute(SELECT_VERSION, (persona, version)).fetchone()
     if old is None:
         raise NotFound("this persona has no such version")
-    return append_version(conn, persona, old[2], f"rollback to version {version}", now)
+    text = persona_from_row(old).text
+    return append_version(conn, persona, text, f"rollback to version {version}", now)
 
 
 def persona_history(conn: sqlite3.Connection, persona: str) -> list[Persona]:
     return [persona_from_row(row) for row in conn.execute(SELECT_HISTORY, (persona,))]
 
 
-def persona_from_row(row: tuple[object, ...]) -> Persona:
-    persona, version, text, note, created_at = row
-    return Persona.model_validate(
-        {"persona": persona, "version": version, "text": text, "note": note,
-         "created_at": created_at}
-    )  # fmt: skip
+def persona_from_row(row: Sequence[object]) -> Persona:
+    return Persona.model_validate(dict(zip(COLUMNS, row, strict=True)))

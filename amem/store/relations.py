@@ -14,9 +14,10 @@ insert into relations (from_id, to_id, kind, persona, project, note, created_at)
 values (?, ?, ?, ?, ?, ?, ?)
 on conflict (from_id, to_id, kind) do nothing
 """
-SELECT_RELATION = """
-select from_id, to_id, kind, persona, project, note, created_at from relations
-where from_id = ? and to_id = ? and kind = ?
+COLUMNS = ("from_id", "to_id", "kind", "persona", "project", "note", "created_at")
+"""A relation's columns: the fields of ``Relation``."""
+SELECT_RELATION = f"""
+select {", ".join(COLUMNS)} from relations where from_id = ? and to_id = ? and kind = ?
 """
 
 
@@ -43,8 +44,6 @@ def add_relation(
 ) -> Relation:
     conn.execute(INSERT_RELATION, (from_id, to_id, kind, persona, project, note, now))
     row = conn.execute(SELECT_RELATION, (from_id, to_id, kind)).fetchone()
-    from_id, to_id, kind, persona, project, note, created_at = row
-    return Relation.model_validate(
-        {"from_id": from_id, "to_id": to_id, "kind": kind, "persona": persona,
-         "project": project, "note": note, "created_at": from_db_time(created_at)}
-    )  # fmt: skip
+    fields = dict(zip(COLUMNS, row, strict=True))
+    fields["created_at"] = from_db_time(fields["created_at"])
+    return Relation.model_validate(fields)

@@ -31,10 +31,16 @@ def scope_status(
     if fingerprint is not None:
         embedded = conn.execute(EMBEDDED, (persona, project, fingerprint)).fetchone()[0]
     return Status(
-        persona=persona, project=project, default_persona=settings.default_persona,
+        persona=persona,
+        project=project,
+        default_persona=settings.default_persona,
         default_project=settings.default_project,
-        schema_version=conn.execute("pragma user_version").fetchone()[0], events=events,
-        memories=memories, revoked=revoked, embedded=embedded,
+        schema_version=conn.execute("pragma user_version").fetchone()[0],
+        events=events,
+        memories=memories,
+        revoked=revoked,
+        embedded=embedded,
         coverage=None if fingerprint is None else (embedded / memories if memories else 1.0),
-        fingerprint=fingerprint, extraction=settings.extraction_enabled,
-    )  # fmt: skip
+        fingerprint=fingerprint,
+        extraction=settings.extraction_enabled,
+    )
