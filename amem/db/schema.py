@@ -182,8 +182,12 @@ create virtual table search_fts using fts5 (
     tokens, content = 'search_docs', content_rowid = 'num', tokenize = "{FTS_TOKENIZER}"
 )
 """
-SEARCH_FTS_SHADOWS = ("search_fts_data", "search_fts_idx", "search_fts_docsize",
-                      "search_fts_config")  # fmt: skip
+SEARCH_FTS_SHADOWS = (
+    "search_fts_data",
+    "search_fts_idx",
+    "search_fts_docsize",
+    "search_fts_config",
+)
 """The tables FTS5 keeps ``search_fts``'s index in."""
 
 V4 = (

@@ -47,10 +47,13 @@ FORMAT = "amem-archive"
 FORMAT_VERSION = 1
 TABLES = ("events", "personas", "memories", "relations", "checkpoints", "capture_cursors")
 ORDER = {
-    "events": "seq", "personas": "persona, version", "memories": "num",
-    "relations": "from_id, to_id, kind", "checkpoints": "num",
+    "events": "seq",
+    "personas": "persona, version",
+    "memories": "num",
+    "relations": "from_id, to_id, kind",
+    "checkpoints": "num",
     "capture_cursors": "persona, project, instance",
-}  # fmt: skip
+}
 KEYS = {"events": "seq", "memories": "num", "checkpoints": "num", "search_docs": "num"}
 """Integer keys that name a row in messages (other rows are named by position)."""
 Source = Generator[tuple[str, dict[str, Any], str], None, None]
@@ -71,11 +74,20 @@ def stored_time(value: object) -> str:
     return db_time(parse_time(value, "time"))
 
 
+TIME_COLUMNS = (
+    "occurred_at",
+    "ingested_at",
+    "created_at",
+    "valid_at",
+    "invalid_at",
+    "revoked_at",
+    "invalidated_at",
+    "updated_at",
+)
+
+
 class Times(Row):
-    @field_validator(
-        "occurred_at", "ingested_at", "created_at", "valid_at", "invalid_at", "revoked_at",
-        "invalidated_at", "updated_at", mode="before", check_fields=False,
-    )  # fmt: skip
+    @field_validator(*TIME_COLUMNS, mode="before", check_fields=False)
     @classmethod
     def aware_time(cls, value: object) -> object:
         if value is None:
@@ -173,9 +185,13 @@ class CursorRow(Times):
 
 
 MODELS: dict[str, type[Row]] = {
-    "events": EventRow, "personas": PersonaRow, "memories": MemoryRow,
-    "relations": RelationRow, "checkpoints": CheckpointRow, "capture_cursors": CursorRow,
-}  # fmt: skip
+    "events": EventRow,
+    "personas": PersonaRow,
+    "memories": MemoryRow,
+    "relations": RelationRow,
+    "checkpoints": CheckpointRow,
+    "capture_cursors": CursorRow,
+}
 
 
 def invalid(message: str) -> StorageError:
@@ -187,9 +203,11 @@ def invalid(message: str) -> StorageError:
 
 def header(schema_version: int, exported_at: str) -> dict[str, Any]:
     return {
-        "format": FORMAT, "format_version": FORMAT_VERSION,
-        "schema_version": schema_version, "exported_at": exported_at,
-    }  # fmt: skip
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "schema_version": schema_version,
+        "exported_at": exported_at,
+    }
 
 
 def line(data: dict[str, Any]) -> str:

@@ -21,8 +21,16 @@ from ..models import DoctorCheck, DoctorReport
 from ..search import index
 from . import archive
 
-COUNTED = ("events", "memories", "relations", "checkpoints", "personas", "capture_cursors",
-           "embeddings", "search_docs")  # fmt: skip
+COUNTED = (
+    "events",
+    "memories",
+    "relations",
+    "checkpoints",
+    "personas",
+    "capture_cursors",
+    "embeddings",
+    "search_docs",
+)
 UNINDEXED = f"""
 select
   (select count(*) from memories m where {index.INDEXED_MEMORY} and not exists
@@ -51,10 +59,9 @@ where m.revoked_at is null and v.fingerprint = ?
 """
 STAGED = "select count(*) from embeddings where fingerprint like 'staging:%'"
 REBUILD_HINT = "run `amem doctor --rebuild-index` (rebuilds the search index from the data)"
-REPAIR_HINT = (
-    "restore the latest backup (`amem restore`) into a new file, or repair or delete the "
-    "named row with the sqlite3 shell"
-)
+RESTORE_HINT = "restore the latest backup (`amem restore`) into a new file"
+REPAIR_HINT = f"{RESTORE_HINT}, or repair or delete the named row with the sqlite3 shell"
+REIMPORT_HINT = "export what is readable (`amem export`) and import it into a new file"
 
 
 def examine(
@@ -64,17 +71,15 @@ def examine(
     ``row_checks`` already run on a read snapshot."""
     checks = [
         schema_check(conn),
-        pragma_check(conn, "integrity", "pragma integrity_check", ["ok"],
-                     "restore the latest backup (`amem restore`) into a new file"),
-        pragma_check(conn, "foreign keys", "pragma foreign_key_check", [],
-                     "export what is readable (`amem export`) and import it into a new file"),
+        pragma_check(conn, "integrity", "pragma integrity_check", ["ok"], RESTORE_HINT),
+        pragma_check(conn, "foreign keys", "pragma foreign_key_check", [], REIMPORT_HINT),
         fts_check(conn),
         count_check(conn, "search coverage", UNINDEXED, "current memories or events not indexed"),
         count_check(conn, "search orphans", ORPHANED, "index rows pointing at nothing"),
         *row_checks,
         *extraction_checks(conn),
         *vector_checks(conn, settings),
-    ]  # fmt: skip
+    ]
     counts = {t: conn.execute(f"select count(*) from {t}").fetchone()[0] for t in COUNTED}
     return DoctorReport(
         ok=all(check.ok or check.severity != "error" for check in checks),
@@ -87,18 +92,25 @@ def examine(
 def schema_check(conn: sqlite3.Connection) -> DoctorCheck:
     version = conn.execute("pragma user_version").fetchone()[0]
     return DoctorCheck(
-        name="schema version", ok=version == SCHEMA_VERSION, detail=f"version {version}",
+        name="schema version",
+        ok=version == SCHEMA_VERSION,
+        detail=f"version {version}",
         fix=None if version == SCHEMA_VERSION else "open the file with amem once to migrate it",
-    )  # fmt: skip
+    )
+
+
+def verdict(name: str, problem: str | None, fix: str) -> DoctorCheck:
+    """A check that failed if it found a ``problem`` (which ``fix`` resolves)."""
+    ok = problem is None
+    return DoctorCheck(name=name, ok=ok, detail=problem or "ok", fix=None if ok else fix)
 
 
 def pragma_check(
     conn: sqlite3.Connection, name: str, sql: str, healthy: list[str], fix: str
 ) -> DoctorCheck:
     rows = [str(row[0]) for row in conn.execute(sql).fetchmany(20)]
-    ok = rows == healthy
-    detail = "ok" if ok else f"{len(rows)} problem(s), first: {rows[0][:200]}"
-    return DoctorCheck(name=name, ok=ok, detail=detail, fix=None if ok else fix)
+    problem = None if rows == healthy else f"{len(rows)} problem(s), first: {rows[0][:200]}"
+    return verdict(name, problem, fix)
 
 
 def fts_check(conn: sqlite3.Connection) -> DoctorCheck:
@@ -106,21 +118,18 @@ def fts_check(conn: sqlite3.Connection) -> DoctorCheck:
     conn.execute("savepoint fts_check")
     try:
         conn.execute("insert into search_fts (search_fts, rank) values ('integrity-check', 1)")
-        ok, detail = True, "ok"
+        problem = None
     except sqlite3.DatabaseError as exc:
-        ok, detail = False, f"the index does not match its content ({exc.sqlite_errorname})"
+        problem = f"the index does not match its content ({exc.sqlite_errorname})"
     finally:
         conn.execute("rollback to fts_check")
         conn.execute("release fts_check")
-    return DoctorCheck(name="search index", ok=ok, detail=detail, fix=None if ok else REBUILD_HINT)
+    return verdict("search index", problem, REBUILD_HINT)
 
 
 def count_check(conn: sqlite3.Connection, name: str, sql: str, what: str) -> DoctorCheck:
     count = conn.execute(sql).fetchone()[0]
-    return DoctorCheck(
-        name=name, ok=count == 0, detail=f"{count} {what}" if count else "ok",
-        fix=REBUILD_HINT if count else None,
-    )  # fmt: skip
+    return verdict(name, f"{count} {what}" if count else None, REBUILD_HINT)
 
 
 def row_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
@@ -134,11 +143,8 @@ def text_check(conn: sqlite3.Connection) -> DoctorCheck:
     is given; a cell written around amem can hold bytes no reader can decode."""
     with archive.decoding(conn):
         bad = next(filter(None, (undecodable_row(conn, table) for table in COUNTED)), None)
-    return DoctorCheck(
-        name="text encoding", ok=bad is None,
-        detail="ok" if bad is None else f"{bad}: a text cell is not valid UTF-8",
-        fix=None if bad is None else REPAIR_HINT,
-    )  # fmt: skip
+    problem = None if bad is None else f"{bad}: a text cell is not valid UTF-8"
+    return verdict("text encoding", problem, REPAIR_HINT)
 
 
 def undecodable_row(conn: sqlite3.Connection, table: str) -> str | None:
@@ -160,50 +166,56 @@ def archive_check(conn: sqlite3.Connection) -> DoctorCheck:
                 archive.checked_row(conn, table, values, where)
         problem = None
     except archive.BadRow as exc:
-        problem = str(exc)
-    return DoctorCheck(
-        name="archive", ok=problem is None,
-        detail="ok" if problem is None else f"an export would not import: {problem}",
-        fix=None if problem is None else REPAIR_HINT,
-    )  # fmt: skip
+        problem = f"an export would not import: {exc}"
+    return verdict("archive", problem, REPAIR_HINT)
 
 
 def extraction_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
     waiting = dict(conn.execute(EXTRACTIONS).fetchall())
+    failed, pending = waiting.get("failed", 0), waiting.get("pending", 0)
     return [
         DoctorCheck(
-            name="failed extractions", ok=not waiting.get("failed"),
-            detail=f"{waiting.get('failed', 0)} events failed extraction",
-            fix="see their errors with `amem read ID`, then `amem retry`"
-            if waiting.get("failed") else None,
+            name="failed extractions",
+            ok=not failed,
+            detail=f"{failed} events failed extraction",
+            fix="see their errors with `amem read ID`, then `amem retry`" if failed else None,
         ),
         DoctorCheck(
-            name="pending extractions", ok=not waiting.get("pending"), severity="warning",
-            detail=f"{waiting.get('pending', 0)} events wait for extraction",
-            fix="`amem retry` extracts them now (no daemon does)"
-            if waiting.get("pending") else None,
+            name="pending extractions",
+            ok=not pending,
+            severity="warning",
+            detail=f"{pending} events wait for extraction",
+            fix="`amem retry` extracts them now (no daemon does)" if pending else None,
         ),
-    ]  # fmt: skip
+    ]
 
 
 def vector_checks(conn: sqlite3.Connection, settings: Settings) -> list[DoctorCheck]:
     checks = []
     staged = conn.execute(STAGED).fetchone()[0]
     if staged:
-        checks.append(DoctorCheck(
-            name="interrupted reindex", ok=False, severity="warning",
-            detail=f"{staged} staged vectors of an interrupted reindex",
-            fix="`amem reindex` replaces them",
-        ))  # fmt: skip
+        checks.append(
+            DoctorCheck(
+                name="interrupted reindex",
+                ok=False,
+                severity="warning",
+                detail=f"{staged} staged vectors of an interrupted reindex",
+                fix="`amem reindex` replaces them",
+            )
+        )
     if settings.embed_fingerprint is not None:
         current = conn.execute("select count(*) from memories where revoked_at is null")
         total = current.fetchone()[0]
         embedded = conn.execute(EMBEDDED, (settings.embed_fingerprint,)).fetchone()[0]
-        checks.append(DoctorCheck(
-            name="vector coverage", ok=embedded >= total, severity="warning",
-            detail=f"{embedded} of {total} memories have a vector of the configured model",
-            fix=None if embedded >= total else "`amem reindex`",
-        ))  # fmt: skip
+        checks.append(
+            DoctorCheck(
+                name="vector coverage",
+                ok=embedded >= total,
+                severity="warning",
+                detail=f"{embedded} of {total} memories have a vector of the configured model",
+                fix=None if embedded >= total else "`amem reindex`",
+            )
+        )
     return checks
 
 
