@@ -113,15 +113,6 @@ class RawEvent(NamedTuple):
     occurred_at: str
 
 
-class SearchDoc(NamedTuple):
-    """A row of ``search_docs``: ``tokens`` starts with the scope token."""
-
-    num: int
-    doc_kind: str
-    ref: str
-    tokens: str
-
-
 MEMORY_COLUMNS = """
     m.id, m.text, m.quote, m.kind, m.basis, m.confidence, m.subject, m.fact_key,
     m.valid_at, m.invalid_at, m.event_id, e.occurred_at, m.gist, m.cue_key
@@ -359,11 +350,12 @@ def lexical_matches(
     best_present.sort(key=presence.__getitem__, reverse=True)
     del best_present[ranked:]
     marks = ", ".join("?" * len(best_present))
-    docs = list(map(SearchDoc._make, conn.execute(SELECT_DOCS.format(marks), best_present)))
-    scored = bm25({doc.num: doc.tokens.split()[1:] for doc in docs}, idf)
+    docs = conn.execute(SELECT_DOCS.format(marks), best_present).fetchall()
+    # the first token is the scope's
+    scored = bm25({num: tokens.split()[1:] for num, _, _, tokens in docs}, idf)
     # relative to a document holding every query term once: 1.0 means a full match
     capped = any(len(rows) == PER_TERM for rows in postings.values())
-    return {(doc.doc_kind, doc.ref): min(1.0, scored[doc.num] / whole) for doc in docs}, capped
+    return {(kind, ref): min(1.0, scored[num] / whole) for num, kind, ref, _ in docs}, capped
 
 
 def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, float]:

@@ -63,18 +63,12 @@ def correct(
     index.remove_docs(conn, "memory", [old.id])
     start = valid_at or db_time(old.valid_at)
     end = db_time(old.invalid_at) if old.invalid_at else None
-    draft = MemoryDraft(
-        text=text,
-        quote=text,
-        kind=old.kind,
-        basis=old.basis,
-        confidence=old.confidence,
-        subject=old.subject,
-        fact_key=old.fact_key,
-        valid_at=start,  # type: ignore[arg-type]
-        invalid_at=end if end and end > start else None,  # type: ignore[arg-type]
-        emotion=old.emotion,
-    )
+    # the corrected text is its own quote (in the correction event); the rest is kept
+    kept = old.model_dump(include={"kind", "basis", "confidence", "subject", "fact_key", "emotion"})
+    changed = {"text": text, "quote": text, "valid_at": start, "invalid_at": end}
+    if end is not None and end <= start:  # the new start is past the old end: drop it
+        changed["invalid_at"] = None
+    draft = MemoryDraft.model_validate(kept | changed)
     # keeping the start, the correction takes the mistaken fact's place among equal starts
     order = None if valid_at else conn.execute(SELECT_CHAIN_ORDER, (old.id,)).fetchone()[0]
     [new] = derive_memories(

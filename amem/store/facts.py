@@ -20,12 +20,12 @@ import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..db.times import db_time, from_db_time
 from ..errors import InvalidInput, NotFound
 from ..inputs import parse_time
-from ..models import Basis, Emotion, MemoryDraft, MemoryKind, MemoryRecord
+from ..models import Emotion, MemoryDraft, MemoryRecord
 from ..search import index
 from ..search.text import STOP_WORDS
 from .events import StoredEvent, load_stored
@@ -36,35 +36,15 @@ FADING_KINDS = frozenset(("episode", "observation", "emotion"))
 KEYED_KINDS = frozenset(("fact", "preference"))
 
 
-class StoredMemory(NamedTuple):
-    """A memory row as ``MEMORY_COLUMNS`` reads it (and ``INSERT_MEMORY`` writes it)."""
-
-    id: str
-    persona: str
-    project: str
-    event_id: str
-    text: str
-    quote: str
-    quote_start: int
-    quote_end: int
-    kind: MemoryKind
-    basis: Basis
-    confidence: float
-    subject: str | None
-    fact_key: str | None
-    valid_at: str
-    invalid_at: str | None
-    emotion: str | None
-    """The emotion's label; its valence and arousal follow."""
-    valence: float | None
-    arousal: float | None
-    gist: str | None
-    created_at: str
-
-
-MEMORY_COLUMNS = ", ".join(StoredMemory._fields)
+MEMORY_COLUMNS = """
+    id, persona, project, event_id, text, quote, quote_start, quote_end, kind, basis,
+    confidence, subject, fact_key, valid_at, invalid_at, emotion, valence, arousal, gist,
+    created_at
+"""
+MEMORY_FIELDS = tuple(column.strip() for column in MEMORY_COLUMNS.split(","))
+"""The names of ``MEMORY_COLUMNS``: the keys of a memory row."""
 INSERT_MEMORY = f"""
-insert into memories ({MEMORY_COLUMNS}) values ({", ".join("?" * len(StoredMemory._fields))})
+insert into memories ({MEMORY_COLUMNS}) values ({", ".join(f":{name}" for name in MEMORY_FIELDS)})
 """
 SELECT_SAME_MEMORY = f"""
 select {MEMORY_COLUMNS} from memories
@@ -220,34 +200,34 @@ def insert_memory(
 ) -> MemoryRecord:
     draft = memory.draft
     emotion = draft.emotion
-    row = StoredMemory(
-        id=f"mem_{uuid.uuid4().hex}",
-        persona=event.persona,
-        project=event.project,
-        event_id=event.id,
-        text=draft.text,
-        quote=draft.quote,
-        quote_start=memory.quote_start,
-        quote_end=memory.quote_start + len(draft.quote),
-        kind=draft.kind,
-        basis=draft.basis,
-        confidence=draft.confidence,
-        subject=draft.subject,
-        fact_key=draft.fact_key,
-        valid_at=memory.valid_at,
-        invalid_at=memory.invalid_at,
-        emotion=emotion.label if emotion else None,
-        valence=emotion.valence if emotion else None,
-        arousal=emotion.arousal if emotion else None,
-        gist=draft.gist,
-        created_at=now,
-    )
-    same = conn.execute(SELECT_SAME_MEMORY, row._asdict()).fetchone()
+    row: dict[str, Any] = {
+        "id": f"mem_{uuid.uuid4().hex}",
+        "persona": event.persona,
+        "project": event.project,
+        "event_id": event.id,
+        "text": draft.text,
+        "quote": draft.quote,
+        "quote_start": memory.quote_start,
+        "quote_end": memory.quote_start + len(draft.quote),
+        "kind": draft.kind,
+        "basis": draft.basis,
+        "confidence": draft.confidence,
+        "subject": draft.subject,
+        "fact_key": draft.fact_key,
+        "valid_at": memory.valid_at,
+        "invalid_at": memory.invalid_at,
+        "emotion": emotion.label if emotion else None,
+        "valence": emotion.valence if emotion else None,
+        "arousal": emotion.arousal if emotion else None,
+        "gist": draft.gist,
+        "created_at": now,
+    }
+    same = conn.execute(SELECT_SAME_MEMORY, row).fetchone()
     if same is not None:  # derived before: the same memory, not a second one
         return memory_from_row(same)
     num = conn.execute(INSERT_MEMORY, row).lastrowid
     assert num is not None
-    index.index_doc(conn, event.persona, event.project, "memory", row.id, segmented)
+    index.index_doc(conn, event.persona, event.project, "memory", row["id"], segmented)
     if draft.gist is None and draft.kind in FADING_KINDS:
         conn.execute(SET_CUE, (topic_cue(segmented), num))
     if draft.fact_key is not None:
@@ -262,8 +242,8 @@ def insert_memory(
             "valid_at": memory.valid_at,
             "order": num if chain_order is None else chain_order,
         }
-        row = row._replace(invalid_at=place_in_chain(conn, key, num, memory))
-    return memory_from_row(row)
+        row["invalid_at"] = place_in_chain(conn, key, num, memory)
+    return memory_record(row)
 
 
 def place_in_chain(
@@ -283,34 +263,24 @@ def place_in_chain(
     return invalid_at
 
 
-def memory_from_row(values: Iterable[Any]) -> MemoryRecord:
+def memory_from_row(row: Iterable[Any]) -> MemoryRecord:
     """The model of a row in ``MEMORY_COLUMNS`` order."""
-    row = StoredMemory._make(values)
-    emotion = None
-    if row.emotion is not None:
-        emotion = Emotion.model_validate(
-            {"label": row.emotion, "valence": row.valence, "arousal": row.arousal}
+    return memory_record(dict(zip(MEMORY_FIELDS, row, strict=True)))
+
+
+def memory_record(row: Mapping[str, Any]) -> MemoryRecord:
+    """The model of a memory row by column name: stored times parsed, the emotion's label,
+    valence and arousal made one ``Emotion``."""
+    fields = {name: row[name] for name in MEMORY_FIELDS if name not in ("valence", "arousal")}
+    fields["valid_at"] = from_db_time(row["valid_at"])
+    fields["created_at"] = from_db_time(row["created_at"])
+    if row["invalid_at"] is not None:
+        fields["invalid_at"] = from_db_time(row["invalid_at"])
+    if row["emotion"] is not None:
+        fields["emotion"] = Emotion(
+            label=row["emotion"], valence=row["valence"], arousal=row["arousal"]
         )
-    return MemoryRecord(
-        id=row.id,
-        persona=row.persona,
-        project=row.project,
-        event_id=row.event_id,
-        text=row.text,
-        quote=row.quote,
-        quote_start=row.quote_start,
-        quote_end=row.quote_end,
-        kind=row.kind,
-        basis=row.basis,
-        confidence=row.confidence,
-        subject=row.subject,
-        fact_key=row.fact_key,
-        valid_at=from_db_time(row.valid_at),
-        invalid_at=None if row.invalid_at is None else from_db_time(row.invalid_at),
-        emotion=emotion,
-        gist=row.gist,
-        created_at=from_db_time(row.created_at),
-    )
+    return MemoryRecord.model_validate(fields)
 
 
 SELECT_MEMORY = f"select {MEMORY_COLUMNS} from memories where id = ?"

@@ -99,15 +99,9 @@ def persona_component(persona: Persona) -> dict[str, Any]:
 def checkpoint_component(checkpoint: Checkpoint | None) -> dict[str, Any] | None:
     if checkpoint is None:
         return None
-    return {
-        "goal": checkpoint.goal,
-        "completed": checkpoint.completed,
-        "pending": checkpoint.pending,
-        "constraints": checkpoint.constraints,
-        "next_action": checkpoint.next_action,
-        "covered_seq": checkpoint.covered_seq,
-        "saved_at": checkpoint.created_at.isoformat(),
-    }
+    # the task state, in the model's field order, without the scope the pack names already
+    state = checkpoint.model_dump(exclude={"persona", "project", "session", "created_at"})
+    return {**state, "saved_at": checkpoint.created_at.isoformat()}
 
 
 def memories_component(items: Sequence[RecallItem], skip: set[str]) -> list[dict[str, Any]]:
