@@ -51,7 +51,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..db.times import db_time, from_db_time
 from ..llm.embeddings import Vector, cosine, from_blob
@@ -71,6 +71,10 @@ More cost time and, on LoCoMo, no quality: candidates with few query terms are n
 CANDIDATES = 200
 """Most semantic candidates kept per query."""
 RAW_CHARS = 2000
+STORED_FIELDS = ("id", "quote", "kind", "basis", "confidence", "subject", "fact_key")
+"""What an item shows of a memory as stored."""
+NOT_RAW: dict[str, Any] = dict.fromkeys((*STORED_FIELDS[1:], "valid_at", "invalid_at"))
+"""The fields only a memory has: None in a raw event's item."""
 K1, B = 1.2, 0.75
 BASIS_WEIGHT = {"user_statement": 1.0, "assistant_expression": 0.8, "inference": 0.5}
 RAW_BASIS, RAW_CONFIDENCE = 0.3, 0.5
@@ -506,14 +510,8 @@ def recall_item(candidate: Candidate, q: RecallQuery) -> RecallItem:
     ends = None if row.invalid_at is None else from_db_time(row.invalid_at)
     shown, faded, coarse = present(row.text, row.kind, row.gist, row.cue_key, valid, q)
     return RecallItem(
-        id=row.id,
+        **{name: getattr(row, name) for name in STORED_FIELDS},
         text=shown,
-        quote=row.quote,
-        kind=row.kind,
-        basis=row.basis,
-        confidence=row.confidence,
-        subject=row.subject,
-        fact_key=row.fact_key,
         valid_at=valid,
         invalid_at=ends,
         expired=ends is not None and ends <= q.as_of,
@@ -528,16 +526,9 @@ def recall_item(candidate: Candidate, q: RecallQuery) -> RecallItem:
 
 def raw_item(event: RawEvent, components: ScoreComponents) -> RecallItem:
     return RecallItem(
+        **NOT_RAW,
         id=event.id,
         text=event.text,
-        quote=None,
-        kind=None,
-        basis=None,
-        confidence=None,
-        subject=None,
-        fact_key=None,
-        valid_at=None,
-        invalid_at=None,
         expired=False,
         source_event_id=event.id,
         occurred_at=from_db_time(event.occurred_at),

@@ -15,20 +15,10 @@ from typing import Any
 
 from ..db.times import from_db_time
 from ..errors import InvalidInput
+from ..inputs import CHECKPOINT_FIELDS
 from ..models import Checkpoint
 
-COLUMNS = (
-    "persona",
-    "project",
-    "session",
-    "goal",
-    "completed",
-    "pending",
-    "constraints",
-    "next_action",
-    "covered_seq",
-    "created_at",
-)
+COLUMNS = ("persona", "project", *CHECKPOINT_FIELDS, "created_at")
 """A checkpoint's columns: the fields of ``Checkpoint``."""
 JSON_COLUMNS = ("completed", "pending", "constraints")
 """The lists, stored as JSON text."""
