@@ -5,9 +5,9 @@ the same transaction as the row they index; the text is segmented before that tr
 scope token, so FTS can filter by scope. Plain functions of a connection.
 
 What the index holds is decided here, once: conversation and correction events, and
-current (unrevoked) memories. Submit, import, correction and doctor all follow
-``indexes_event`` and ``indexes_memory``, or the SQL ``INDEXED_EVENT`` and
-``INDEXED_MEMORY`` that say the same.
+current (unrevoked) memories. Submit, import and doctor follow ``indexes_event`` and
+``indexes_memory``, or the SQL ``INDEXED_EVENT`` and ``INDEXED_MEMORY`` that say the same;
+a correction (an indexed event and a new memory) and a revocation keep to it.
 """
 
 from __future__ import annotations

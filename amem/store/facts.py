@@ -35,7 +35,6 @@ FADING_KINDS = frozenset(("episode", "observation", "emotion"))
 """Kinds whose old records are shown as a gist (see ``search.recall``)."""
 KEYED_KINDS = frozenset(("fact", "preference"))
 
-
 MEMORY_COLUMNS = """
     id, persona, project, event_id, text, quote, quote_start, quote_end, kind, basis,
     confidence, subject, fact_key, valid_at, invalid_at, emotion, valence, arousal, gist,
@@ -73,6 +72,10 @@ SET_CHAIN_ORDER = "update memories set chain_order = ? where num = ?"
 CLOSE_INTERVAL = "update memories set invalid_at = ? where num = ?"
 SET_CUE = "update memories set cue_key = ? where num = ?"
 CUE_WORDS = 6
+MARK_EXTRACTED = """
+update events set status = 'extracted', error = null
+where id = ? and status in ('stored', 'pending', 'failed')
+"""
 
 
 def valid_as_of(*, history: bool = False) -> str:
@@ -81,12 +84,6 @@ def valid_as_of(*, history: bool = False) -> str:
     true, also admits memories that have ended (recall's ``include_history``)."""
     ended = ":history or " if history else ""
     return f"m.valid_at <= :as_of and ({ended}m.invalid_at is null or m.invalid_at > :as_of)"
-
-
-MARK_EXTRACTED = """
-update events set status = 'extracted', error = null
-where id = ? and status in ('stored', 'pending', 'failed')
-"""
 
 
 @dataclass(frozen=True, slots=True)
