@@ -5,6 +5,7 @@ Every check raises ``InvalidInput`` naming the field, never echoing the value.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,9 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-# Re-exported only until memory.py imports them from .db.times, their home.
-from .db.times import db_time as db_time
-from .db.times import utc_now as utc_now
+from .db.times import utc_now
 from .errors import InvalidInput
 from .limits import (
     CONTROL_CHARS,
@@ -195,16 +194,6 @@ def parse_drafts(memories: object) -> list[MemoryDraft]:
 
 # --- checkpoints -----------------------------------------------------------------------
 
-CHECKPOINT_FIELDS = (
-    "session",
-    "goal",
-    "completed",
-    "pending",
-    "constraints",
-    "next_action",
-    "covered_seq",
-)
-
 
 def checkpoint_fields(
     *,
@@ -228,6 +217,10 @@ def checkpoint_fields(
         if covered_seq is None
         else require_int(covered_seq, "covered_seq", low=1, high=2**62),
     }
+
+
+CHECKPOINT_FIELDS = tuple(inspect.signature(checkpoint_fields).parameters)
+"""A checkpoint's fields, in order: the parameters of ``checkpoint_fields``."""
 
 
 def checkpoint_from(checkpoint: object) -> dict[str, Any]:

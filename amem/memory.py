@@ -27,12 +27,12 @@ import httpx
 
 from .config import Settings
 from .db.database import Database
+from .db.times import db_now, db_time, utc_now
 from .errors import Closed, InvalidInput, UpstreamError
 from .inputs import (
     SubmittedEvent,
     checkpoint_fields,
     checkpoint_from,
-    db_time,
     optional_name,
     parse_drafts,
     parse_time,
@@ -41,7 +41,6 @@ from .inputs import (
     require_name,
     require_text,
     submitted_event,
-    utc_now,
     when_or_now,
 )
 from .limits import (
@@ -260,7 +259,7 @@ class Memory:
         found = await self._runtime.read(personas.get_persona, name, version)
         if found is not None:
             return found
-        return await self._runtime.write(personas.ensure_persona, name, now=_now())
+        return await self._runtime.write(personas.ensure_persona, name, now=db_now())
 
     async def set_persona(self, persona: str, text: str, *, note: str | None = None) -> Persona:
         """Append a new persona version with ``text``; returns it."""
@@ -269,14 +268,14 @@ class Memory:
         if note is not None:
             note = require_text(note, "note", max_chars=MAX_NOTE_CHARS)
         return await self._runtime.write(
-            personas.append_version, name, text=text, note=note, now=_now()
+            personas.append_version, name, text=text, note=note, now=db_now()
         )
 
     async def rollback_persona(self, persona: str, version: int) -> Persona:
         """Append a new version equal to ``version``; history is never erased."""
         name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
         require_int(version, "version", low=1, high=2**62)
-        return await self._runtime.write(personas.rollback_to, name, version, now=_now())
+        return await self._runtime.write(personas.rollback_to, name, version, now=db_now())
 
     async def persona_history(self, persona: str) -> list[Persona]:
         """Every version of ``persona``, oldest first (empty for a persona never read)."""
@@ -429,7 +428,11 @@ class Scope:
         drafts = parse_drafts(memories)
         segmented = await segment_off_loop([draft.text for draft in drafts])
         return await self._write(
-            facts.derive_memories, event_id=event_id, drafts=drafts, segmented=segmented, now=_now()
+            facts.derive_memories,
+            event_id=event_id,
+            drafts=drafts,
+            segmented=segmented,
+            now=db_now(),
         )
 
     async def recall(
@@ -661,7 +664,7 @@ class Scope:
             valid_at=start,
             reason=reason,
             correction_event_id=new_event_id(),
-            now=_now(),
+            now=db_now(),
         )
 
     async def delete(
@@ -676,7 +679,7 @@ class Scope:
         event_id = optional_name(event_id, "event_id")
         memory_id = optional_name(memory_id, "memory_id")
         removed = await self._write(
-            erasure.delete, event_id=event_id, memory_id=memory_id, now=_now()
+            erasure.delete, event_id=event_id, memory_id=memory_id, now=db_now()
         )
         # the index's copies of deleted terms and the WAL's copies of deleted pages go
         # when the writer is next idle (a merge and a WAL truncation), never on this await
@@ -687,7 +690,7 @@ class Scope:
         """Link two memories of this scope with an explicit ``related`` link (idempotent)."""
         from_id = require_name(from_id, "from_id")
         to_id = require_name(to_id, "to_id")
-        return await self._write(relations.relate, from_id=from_id, to_id=to_id, now=_now())
+        return await self._write(relations.relate, from_id=from_id, to_id=to_id, now=db_now())
 
     async def save_checkpoint(
         self,
@@ -711,7 +714,7 @@ class Scope:
             next_action=next_action,
             covered_seq=covered_seq,
         )
-        return await self._write(checkpoints.save_checkpoint, now=_now(), **fields)
+        return await self._write(checkpoints.save_checkpoint, now=db_now(), **fields)
 
     async def checkpoint(self, session: str) -> Checkpoint | None:
         """The latest checkpoint of ``session`` that no correction or deletion invalidated."""
@@ -755,7 +758,7 @@ class Scope:
             entries=made,
             expected_cursor=expected_cursor,
             checkpoint=fields,
-            now=_now(),
+            now=db_now(),
         )
         self._runtime.extract_later(result.receipts)
         return result
@@ -846,7 +849,3 @@ def scope_name(name: str | None, field: str, default: str) -> str:
 
 def new_event_id() -> str:
     return f"evt_{uuid.uuid4().hex}"
-
-
-def _now() -> str:
-    return db_time(utc_now())

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.lowlevel
 
 import amem
+
+T = TypeVar("T")
 
 JAN = "2026-01-01T00:00:00Z"
 
@@ -23,3 +30,21 @@ async def remember(
 def file_bytes(db_path: Path) -> bytes:
     """The database file and its companions (-wal, -shm), as one byte string to scan."""
     return b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
+
+
+async def cancelled_after(ticks: int, call: Callable[[], Awaitable[T]]) -> list[T]:
+    """Start ``call()`` in a task and cancel it after ``ticks`` scheduler checkpoints (0:
+    before it runs at all). Returns ``[its result]`` if it finished first, else ``[]``."""
+    finished: list[T] = []
+    cancel_scope = anyio.CancelScope()
+
+    async def run() -> None:
+        with cancel_scope:
+            finished.append(await call())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        for _ in range(ticks):
+            await anyio.lowlevel.checkpoint()
+        cancel_scope.cancel()
+    return finished

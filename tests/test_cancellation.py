@@ -13,12 +13,14 @@ import sqlite3
 import threading
 from collections import Counter
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
+from helpers import cancelled_after
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
@@ -61,28 +63,12 @@ async def settle(scope: amem.Scope, name: str) -> None:
     assert not receipt.duplicate
 
 
-async def submit_in(
-    cancel_scope: anyio.CancelScope,
-    scope: amem.Scope,
-    event_id: str,
-    receipts: list[amem.EventReceipt],
-) -> None:
-    with cancel_scope:
-        receipts.append(await submit(scope, event_id))
-
-
 async def test_cancel_at_every_tick_leaves_before_or_after(scope: amem.Scope) -> None:
     """Cancel a submit after 0, 1, 2, ... scheduler ticks, until one completes first."""
     outcomes: Counter[str] = Counter()
     for ticks in range(MAX_TICKS):
         event_id = f"tick-{ticks}"
-        receipts: list[amem.EventReceipt] = []
-        cancel_scope = anyio.CancelScope()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(submit_in, cancel_scope, scope, event_id, receipts)
-            for _ in range(ticks):
-                await anyio.lowlevel.checkpoint()
-            cancel_scope.cancel()
+        receipts = await cancelled_after(ticks, partial(submit, scope, event_id))
 
         seen_at_once = await stored_seq(scope, event_id)  # absent or whole, never partial
         await settle(scope, event_id)

@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import sys
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 from subprocess import PIPE
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from helpers import cancelled_after
 
 import amem
 from amem.limits import MAX_CAPTURE_ENTRIES
@@ -350,20 +352,6 @@ async def test_restored_cursor_keeps_deleted_events_deleted(tmp_path: Path) -> N
     assert await snapshot(restored_path) == (3, ["host-0", "host-2"])
 
 
-async def capture_in(
-    cancel_scope: anyio.CancelScope,
-    scope: amem.Scope,
-    entries: list[dict[str, Any]],
-    results: list[amem.CaptureResult],
-) -> None:
-    with cancel_scope:
-        results.append(
-            await scope.host_ingest(
-                INSTANCE, entries, expected_cursor=0, checkpoint={"session": SESSION, "goal": "g"}
-            )
-        )
-
-
 async def test_cancelled_capture_is_all_or_nothing_and_replays(mem: amem.Memory) -> None:
     """Cancel a capture after 0, 1, 2, ... scheduler ticks, until one completes first."""
     db_path = Path(mem.path)
@@ -372,13 +360,14 @@ async def test_cancelled_capture_is_all_or_nothing_and_replays(mem: amem.Memory)
         project = f"tick-{ticks}"
         scope = mem.scope("assistant", project)
         entries = transcript(12, prefix=project)
-        results: list[amem.CaptureResult] = []
-        cancel_scope = anyio.CancelScope()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(capture_in, cancel_scope, scope, entries, results)
-            for _ in range(ticks):
-                await anyio.lowlevel.checkpoint()
-            cancel_scope.cancel()
+        capture = partial(
+            scope.host_ingest,
+            INSTANCE,
+            entries,
+            expected_cursor=0,
+            checkpoint={"session": SESSION, "goal": "g"},
+        )
+        results = await cancelled_after(ticks, capture)
 
         cursor, stored = await snapshot(db_path, project)
         assert (cursor, stored) in ((0, []), (12, ids(entries)))  # never a part

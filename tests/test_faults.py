@@ -34,7 +34,7 @@ import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
 
 import amem
-from amem.testing import FakeOpenAI
+from amem.testing import FakeOpenAI, database
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +58,7 @@ async def set_max_pages(mem: amem.Memory, pages: int | None) -> int:
         wanted = conn.execute("pragma page_count").fetchone()[0] if pages is None else pages
         return int(conn.execute(f"pragma max_page_count = {wanted}").fetchone()[0])
 
-    return await mem._write(cap)
+    return await database(mem).write(cap)
 
 
 # --- full database, full disk ----------------------------------------------------------
@@ -102,7 +102,7 @@ async def test_a_full_database_fails_only_the_request_that_does_not_fit(
 ) -> None:
     s = mem.scope(persona="assistant", project="support")
     await s.submit_event("before", role="user", event_id="before")
-    pages = await mem._write(lambda conn: conn.execute("pragma page_count").fetchone()[0])
+    pages = await database(mem).write(lambda conn: conn.execute("pragma page_count").fetchone()[0])
     await set_max_pages(mem, pages + 4)  # room for a small event, not for a big one
     results: dict[str, Any] = {}
 

@@ -17,7 +17,6 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from functools import partial
 
 import anyio
 import anyio.abc
@@ -88,28 +87,24 @@ class Pipeline:
             if resume is not None:
                 persona, project = resume
                 await self._db.write(
-                    partial(
-                        extraction.mark_pending, persona=persona, project=project, event_id=event_id
-                    )
+                    extraction.mark_pending, persona=persona, project=project, event_id=event_id
                 )
-            event = await self._db.read(partial(extraction.load_for_extraction, event_id=event_id))
+            event = await self._db.read(extraction.load_for_extraction, event_id=event_id)
             if event is None:
-                return await self._db.read(partial(extraction.current_outcome, event_id=event_id))
+                return await self._db.read(extraction.current_outcome, event_id=event_id)
             try:
                 drafts = await extraction.extract(self.client, self._settings, event)
             except UpstreamError as exc:
                 return await self._db.write(
-                    partial(extraction.mark_failed, event_id=event_id, error=str(exc))
+                    extraction.mark_failed, event_id=event_id, error=str(exc)
                 )
             segmented = await text.segment_off_loop([draft.text for draft in drafts])
             outcome = await self._db.write(
-                partial(
-                    extraction.complete_extraction,
-                    event_id=event_id,
-                    drafts=drafts,
-                    segmented=segmented,
-                    now=db_now(),
-                )
+                extraction.complete_extraction,
+                event_id=event_id,
+                drafts=drafts,
+                segmented=segmented,
+                now=db_now(),
             )
         if outcome.new and outcome.memory_ids:
             await self.embed_opportunistically(outcome.memory_ids)
@@ -154,7 +149,7 @@ class Pipeline:
         if fingerprint is None:
             return
         try:
-            texts = await self._db.read(partial(texts_of, memory_ids=memory_ids))
+            texts = await self._db.read(texts_of, memory_ids=memory_ids)
             vectors = await embeddings.embed(
                 self.client, self._settings, [text for _, text in texts], query=False
             )
@@ -166,7 +161,7 @@ class Pipeline:
             for (memory_id, text), vector in zip(texts, vectors, strict=True)
         ]
         await self._db.write(
-            partial(embeddings.store_vectors, fingerprint=fingerprint, items=items, now=db_now())
+            embeddings.store_vectors, fingerprint=fingerprint, items=items, now=db_now()
         )
 
     async def reindex(
@@ -181,9 +176,7 @@ class Pipeline:
         fingerprint = self._settings.embed_fingerprint
         assert fingerprint is not None
         staged = f"staging:{uuid.uuid4().hex}"
-        todo = await self._db.read(
-            partial(embeddings.memories_to_index, persona=persona, project=project)
-        )
+        todo = await self._db.read(embeddings.memories_to_index, persona=persona, project=project)
         stored = 0
         try:
             for start in range(0, len(todo), self._settings.embed_batch):
@@ -196,23 +189,21 @@ class Pipeline:
                     for (memory_id, text), vector in zip(batch, vectors, strict=True)
                 ]
                 stored += await self._db.write(
-                    partial(embeddings.store_vectors, fingerprint=staged, items=items, now=db_now())
+                    embeddings.store_vectors, fingerprint=staged, items=items, now=db_now()
                 )
                 if progress:
                     progress(start + len(batch), len(todo))
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._db.write(partial(embeddings.drop_staged, staged=staged))
+                await self._db.write(embeddings.drop_staged, staged=staged)
             raise
         await self._db.write(
-            partial(
-                embeddings.swap_in,
-                persona=persona,
-                project=project,
-                staged=staged,
-                fingerprint=fingerprint,
-                indexed=[memory_id for memory_id, _ in todo],
-            )
+            embeddings.swap_in,
+            persona=persona,
+            project=project,
+            staged=staged,
+            fingerprint=fingerprint,
+            indexed=[memory_id for memory_id, _ in todo],
         )
         return len(todo), stored
 
