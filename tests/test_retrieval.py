@@ -772,3 +772,45 @@ async def test_a_small_limit_returns_the_top_of_a_large_one(
     small = await scope.recall(query, as_of=AS_OF, limit=limit)
     large = await scope.recall(query, as_of=AS_OF, limit=50)
     assert [(i.id, i.score) for i in small.items] == [(i.id, i.score) for i in large.items[:limit]]
+
+
+# -- finding the right memory however large the scope grows ----------------------------
+
+
+async def said(scope: amem.Scope, texts: list[str], *, at: str) -> list[str]:
+    """Conversation events (no memories: each comes back as itself), all at ``at``; their IDs."""
+    entries = [{"event_id": f"e-{uuid.uuid4()}", "text": text, "role": "user",
+                "occurred_at": at} for text in texts]  # fmt: skip
+    await scope.capture_transcript(f"tests-{uuid.uuid4()}", entries)  # a cursor of its own
+    return [str(entry["event_id"]) for entry in entries]
+
+
+async def test_an_old_message_holding_every_common_query_word_is_found(scope: amem.Scope) -> None:
+    """Each word alone is in more documents than are read per term, all newer than the one
+    message holding both; the conjunction finds it anyway."""
+    [target] = await said(scope, ["the zebra learned to dance"], at=OLD)
+    await said(scope, [f"zebra sighting {n}" for n in range(PER_TERM + 30)], at=RECENT)
+    await said(scope, [f"dance lesson {n}" for n in range(PER_TERM + 30)], at=RECENT)
+    assert (await found(scope, "dance zebra"))[0] == target
+
+
+async def test_a_long_query_is_searched_by_its_most_informative_words(scope: amem.Scope) -> None:
+    """Forty common words first, the one word that names the memory last."""
+    chatter = [f"chatter{n}" for n in range(40)]
+    await said(scope, [" ".join(chatter)] * 3, at=RECENT)
+    [target] = await said(scope, ["we saw a quokka on the island"], at=OLD)
+    assert target in await found(scope, " ".join([*chatter, "quokka"]))
+
+
+@pytest.mark.parametrize(
+    ("phrase", "shuffled"),
+    [("green tea before bed", "bed {n} before tea green"), ("吴娜会一起去", "去{n}会吴娜一起")],
+)
+async def test_a_phrase_ranks_the_message_that_holds_it_first(
+    scope: amem.Scope, phrase: str, shuffled: str
+) -> None:
+    """More than the candidates scored hold every word of the phrase, in another order and
+    newer; the one holding the phrase itself comes first."""
+    [target] = await said(scope, [f"{phrase} again"], at=OLD)
+    await said(scope, [shuffled.format(n=n) for n in range(80)], at=RECENT)
+    assert (await found(scope, phrase))[0] == target

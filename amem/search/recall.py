@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,13 +57,22 @@ from ..db.times import db_time, from_db_time
 from ..llm.embeddings import Vector, cosine, from_blob
 from ..models import Basis, MemoryKind, RecallItem, ScoreComponents
 from ..store.facts import FADING_KINDS, valid_as_of
-from .text import literal, query_tokens, scope_token
+from .text import literal, phrase_tokens, query_tokens, scope_token
 
 PER_TERM = 200
 """Most recent eligible in-scope documents taken per query token."""
 TERM_SCAN = 2000
 """Most recent in-scope postings examined per query token to find them."""
 MAX_TERMS = 32
+"""Most informative query terms (fewest documents in the scope) scored."""
+POSTED_TERMS = 12
+"""Most informative terms whose newest postings are read."""
+STATS_BATCH = 100
+"""Tokens whose document frequency one statement reads (SQLite allows 500 compound terms)."""
+CONJOINED = 4
+"""Most informative common terms whose conjunction is looked up."""
+PHRASE_TOKENS = 16
+"""Longest query (in tokens) also looked up as a phrase."""
 RANKED = 50
 """Candidates scored with BM25 (by idf-weighted presence first), or ``limit`` if more. The
 same for every limit up to it, so a smaller limit returns a prefix of a larger one's items.
@@ -151,6 +160,11 @@ where case d.doc_kind
         and e.occurred_at <= :as_of)
 end
 limit :per_term
+"""
+COUNT_TERM = f"""
+select {{n}}, count(*), max(rowid) from (
+    select rowid from search_fts where search_fts match ? limit {PER_TERM}
+)
 """
 SELECT_DOCS = "select num, doc_kind, ref, tokens from search_docs where num in ({})"
 COUNT_DOCS = "select max(num) from search_docs"
@@ -326,40 +340,168 @@ def lexical_matches(
 ) -> tuple[dict[tuple[str, str], float], bool]:
     """BM25 of the best bounded candidates, normalised to 0..1, by ``(doc_kind, ref)``;
     and whether any term had more matches than ``PER_TERM``."""
-    terms = query_tokens(q.query)[:MAX_TERMS]
+    scope = scope_match(conn, q)
+    newest = conn.execute(COUNT_DOCS).fetchone()[0] or 1  # documents ever indexed: cheap
+    terms = informative_terms(conn, query_tokens(q.query), scope, newest)
     if not terms:
         return {}, False
-    # Intersecting each term with the scope token costs several times the term alone; when
-    # the index holds no other scope (two index seeks tell), the intersection changes nothing.
-    first, last = conn.execute(SELECT_SCOPE_BOUNDS).fetchone()
-    alone = first == last == f"{q.persona}\x1f{q.project}"
-    scope = "" if alone else f" AND {literal(scope_token(q.persona, q.project))}"
     bounds = {"as_of": params["as_of"], "history": params["history"], "scan": TERM_SCAN}
-    postings: dict[str, list[int]] = {}
-    for term in sorted(terms, key=len, reverse=True):  # words before their characters
-        if len(term) == 1 and any(term in word and postings[word] for word in postings):
-            continue  # a matching query word holds this character: it would add only noise
-        match = f"{literal(term)}{scope}"
+    postings = {}
+    for term in terms[:POSTED_TERMS]:
+        match = f"{literal(term.text)}{scope}"
         found = conn.execute(select_term, {**bounds, "match": match, "per_term": PER_TERM})
-        postings[term] = [row[0] for row in found]
-    total = conn.execute(COUNT_DOCS).fetchone()[0] or 1  # documents ever indexed: cheap
-    idf = {term: math.log(1 + (total + 1) / (len(rows) + 0.5)) for term, rows in postings.items()}
-    presence: defaultdict[int, float] = defaultdict(float)
-    for term, rows in postings.items():
-        for rowid in rows:
-            presence[rowid] += idf[term]
-    whole = sum(idf.values())
+        postings[term.text] = [rowid for (rowid,) in found]
+    if select_term == SELECT_TERM:  # all postings, not only eligible ones: both ends known
+        terms = [term.refined(postings.get(term.text), newest) for term in terms]
+        terms.sort(key=lambda term: term.df)
+    total = scope_documents(conn, q, scope, newest)
+    idf = {t.text: math.log(1 + (total - min(t.df, total) + 0.5) / (t.df + 0.5)) for t in terms}
     ranked = max(RANKED, q.limit)
+    together, saturated = conjunctions(conn, terms, scope, ranked)
+    # too many hold them all: those holding them in the query's order, if any, count the
+    # phrase as one more term (as rare as its matches)
+    phrase = phrase_matches(conn, q.query, scope, ranked) if saturated else []
+    presence: defaultdict[int, float] = defaultdict(float)
+    for text, rows in postings.items():
+        for rowid in rows:
+            presence[rowid] += idf[text]
     best_present = sorted(presence, reverse=True)  # newest first among equals (a stable sort)
     best_present.sort(key=presence.__getitem__, reverse=True)
-    del best_present[ranked:]
-    marks = ", ".join("?" * len(best_present))
-    docs = conn.execute(SELECT_DOCS.format(marks), best_present).fetchall()
+    chosen = list(dict.fromkeys(phrase + together[:ranked] + best_present[:ranked]))
+    marks = ", ".join("?" * len(chosen))
+    docs = conn.execute(SELECT_DOCS.format(marks), chosen).fetchall()
     # the first token is the scope's
     scored = bm25({num: tokens.split()[1:] for num, _, _, tokens in docs}, idf)
-    # relative to a document holding every query term once: 1.0 means a full match
+    whole = sum(idf.values())
+    if phrase:
+        phrase_idf = math.log(1 + (total + 0.5) / (len(phrase) + 0.5))
+        whole += phrase_idf
+        for num in phrase:
+            scored[num] = scored.get(num, 0.0) + phrase_idf
+    # relative to a document holding every searched term once: 1.0 means a full match
     capped = any(len(rows) == PER_TERM for rows in postings.values())
     return {(kind, ref): min(1.0, scored[num] / whole) for num, kind, ref, _ in docs}, capped
+
+
+class Term(NamedTuple):
+    """A query token found in the scope, and how many of its documents there are."""
+
+    text: str
+    counted_docs: int
+    """Its in-scope documents, up to ``PER_TERM``."""
+    oldest: int
+    """The last of its (up to ``PER_TERM``) oldest documents."""
+    newest: int | None = None
+    """The first of its ``PER_TERM`` newest documents, once read."""
+    df: float = 0.0
+    """In-scope documents holding it: exact below ``PER_TERM``; else estimated from how
+    densely its oldest (and, once read, newest) postings lie in the index."""
+
+    @classmethod
+    def counted(cls, text: str, count: int, oldest: int, newest_doc: int) -> Term:
+        df = float(count) if count < PER_TERM else PER_TERM * newest_doc / oldest
+        return cls(text, count, oldest, df=df)
+
+    def refined(self, rows: list[int] | None, newest_doc: int) -> Term:
+        """With its newest postings (``rows``, newest first): where the oldest and newest
+        ``PER_TERM`` overlap, the exact count; else both ends' density over the gap."""
+        if self.counted_docs < PER_TERM or not rows or len(rows) < PER_TERM:
+            return self
+        first = rows[-1]
+        df: float
+        if first <= self.oldest:
+            df = PER_TERM + sum(1 for rowid in rows if rowid > self.oldest)
+        else:
+            ends = self.oldest + (newest_doc - first + 1)
+            df = 2 * PER_TERM * (1 + (first - self.oldest - 1) / max(1, ends))
+        return self._replace(newest=first, df=float(df))
+
+
+def scope_match(conn: sqlite3.Connection, q: RecallQuery) -> str:
+    """`` AND <scope token>``, or nothing when the index holds no other scope.
+
+    Intersecting each term with the scope token costs several times the term alone; when
+    the index holds no other scope (two index seeks tell), the intersection changes nothing.
+    """
+    first, last = conn.execute(SELECT_SCOPE_BOUNDS).fetchone()
+    if first == last == f"{q.persona}\x1f{q.project}":
+        return ""
+    return f" AND {literal(scope_token(q.persona, q.project))}"
+
+
+def informative_terms(
+    conn: sqlite3.Connection, tokens: list[str], scope: str, newest: int
+) -> list[Term]:
+    """The query's tokens found in the scope, fewest documents first, at most ``MAX_TERMS``.
+
+    Every token's document frequency is read (a bounded count), so a long query is searched
+    by its most informative words wherever they stand in it. A single character is left out
+    when a query word found in the scope holds it: it would add only noise."""
+    words = [token for token in tokens if len(token) > 1]
+    found = [term for term in term_stats(conn, words, scope, newest) if term.df]
+    chars = [t for t in tokens if len(t) == 1 and not any(t in term.text for term in found)]
+    found += [term for term in term_stats(conn, chars, scope, newest) if term.df]
+    return sorted(found, key=lambda term: term.df)[:MAX_TERMS]
+
+
+def term_stats(conn: sqlite3.Connection, tokens: list[str], scope: str, newest: int) -> list[Term]:
+    """Each token's in-scope documents (up to ``PER_TERM``), in one statement per
+    ``STATS_BATCH`` tokens."""
+    terms = []
+    for start in range(0, len(tokens), STATS_BATCH):
+        batch = tokens[start : start + STATS_BATCH]
+        sql = " union all ".join(COUNT_TERM.format(n=n) for n in range(len(batch)))
+        rows = conn.execute(sql, [f"{literal(token)}{scope}" for token in batch]).fetchall()
+        terms += [Term.counted(batch[n], count, oldest or 0, newest) for n, count, oldest in rows]
+    return terms
+
+
+def scope_documents(conn: sqlite3.Connection, q: RecallQuery, scope: str, newest: int) -> float:
+    """Documents of the scope: those ever indexed when it is alone, else estimated like a
+    term's frequency from its scope token."""
+    if not scope:
+        return float(newest)
+    [term] = term_stats(conn, [scope_token(q.persona, q.project)], "", newest)
+    return max(1.0, term.df)
+
+
+def conjunctions(
+    conn: sqlite3.Connection, terms: list[Term], scope: str, ranked: int
+) -> tuple[list[int], bool]:
+    """The newest documents holding the most informative terms together, however old, and
+    whether more than ``ranked`` do.
+
+    FTS5 intersects their posting lists, so a document that holds every term but is among
+    no single term's newest postings is still found. Terms join, most informative first,
+    while more than ``ranked`` documents hold them all (at most ``CONJOINED``); a word
+    inside a chosen word (``编号`` in ``项目编号``) adds nothing and is skipped. Growing from
+    two terms keeps each intersection cheap: it stops at ``ranked`` documents."""
+    chosen: list[str] = []
+    found: list[int] = []
+    for term in terms:
+        if len(chosen) == CONJOINED:
+            break
+        if any(term.text in word for word in chosen):
+            continue
+        chosen.append(term.text)
+        if len(chosen) == 1:
+            continue
+        match = " AND ".join(map(literal, chosen)) + scope
+        rows = conn.execute(SELECT_TERM, {"match": match, "per_term": ranked}).fetchall()
+        if len(rows) < ranked:  # all of them: fewer hold one more term
+            return [r for (r,) in rows] + [r for r in found if r not in rows], False
+        found = [r for (r,) in rows]
+    return found, len(found) >= ranked
+
+
+def phrase_matches(conn: sqlite3.Connection, query: str, scope: str, ranked: int) -> list[int]:
+    """The newest documents holding the query's tokens in the query's order."""
+    sequence = phrase_tokens(query)
+    if not 1 < len(sequence) <= PHRASE_TOKENS:
+        return []
+    match = literal(" ".join(sequence)) + scope
+    rows = conn.execute(SELECT_TERM, {"match": match, "per_term": ranked}).fetchall()
+    return [r for (r,) in rows]
 
 
 def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, float]:
@@ -368,8 +510,9 @@ def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, fl
     scores = {}
     for rowid, words in documents.items():
         norm = K1 * (1 - B + B * len(words) / average)
-        counts = [(weight, words.count(term)) for term, weight in idf.items()]  # few terms
-        scores[rowid] = sum(weight * n * (K1 + 1) / (n + norm) for weight, n in counts if n)
+        counts = Counter(words)
+        found = [(weight, counts[term]) for term, weight in idf.items() if term in counts]
+        scores[rowid] = sum(weight * n * (K1 + 1) / (n + norm) for weight, n in found)
     return scores
 
 

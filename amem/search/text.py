@@ -166,3 +166,14 @@ def query_tokens(query: str) -> list[str]:
 
 def match_any(terms: Iterable[str]) -> str:
     return " OR ".join(literal(term) for term in terms)
+
+
+def phrase_tokens(text: str) -> list[str]:
+    """The tokens an FTS5 phrase of ``text`` needs, in order: as indexed, a CJK run's
+    characters stand next to each other (its words come before them), other words as
+    ``tokens`` gives them."""
+    found: list[str] = []
+    for run in RUN.findall(text):
+        run_tokens = tokens(run)
+        found += run_tokens[-len(run) :] if CJK_RUN.match(run) else run_tokens
+    return found
