@@ -45,7 +45,9 @@ Originals stay readable through ``read``.
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -63,7 +65,7 @@ PER_TERM = 200
 """Most recent eligible in-scope documents taken per query token."""
 TERM_SCAN = 2000
 """Most recent in-scope postings examined per query token to find them."""
-MAX_TERMS = 32
+MAX_TERMS = 64
 """Most informative query terms (fewest documents in the scope) scored."""
 POSTED_TERMS = 12
 """Most informative terms whose newest postings are read."""
@@ -71,6 +73,10 @@ STATS_BATCH = 100
 """Tokens whose document frequency one statement reads (SQLite allows 500 compound terms)."""
 CONJOINED = 4
 """Most informative common terms whose conjunction is looked up."""
+CONJUNCTIONS = 8
+"""Most conjunctions looked up per query."""
+CLAUSE = re.compile(r"[\n.!?;。！？；]+")
+"""Where a query's clauses end."""
 PHRASE_TOKENS = 16
 """Longest query (in tokens) also looked up as a phrase."""
 RANKED = 50
@@ -357,7 +363,7 @@ def lexical_matches(
     total = scope_documents(conn, q, scope, newest)
     idf = {t.text: math.log(1 + (total - min(t.df, total) + 0.5) / (t.df + 0.5)) for t in terms}
     ranked = max(RANKED, q.limit)
-    together, saturated = conjunctions(conn, terms, scope, ranked)
+    together, saturated = conjunctions(conn, q, terms, scope, ranked)
     # too many hold them all: those holding them in the query's order, if any, count the
     # phrase as one more term (as rare as its matches)
     phrase = phrase_matches(conn, q.query, scope, ranked) if saturated else []
@@ -437,10 +443,7 @@ def informative_terms(
     Every token's document frequency is read (a bounded count), so a long query is searched
     by its most informative words wherever they stand in it. A single character is left out
     when a query word found in the scope holds it: it would add only noise."""
-    words = [token for token in tokens if len(token) > 1]
-    found = [term for term in term_stats(conn, words, scope, newest) if term.df]
-    chars = [t for t in tokens if len(t) == 1 and not any(t in term.text for term in found)]
-    found += [term for term in term_stats(conn, chars, scope, newest) if term.df]
+    found = [term for term in term_stats(conn, tokens, scope, newest) if term.df]
     return sorted(found, key=lambda term: term.df)[:MAX_TERMS]
 
 
@@ -466,26 +469,63 @@ def scope_documents(conn: sqlite3.Connection, q: RecallQuery, scope: str, newest
 
 
 def conjunctions(
-    conn: sqlite3.Connection, terms: list[Term], scope: str, ranked: int
+    conn: sqlite3.Connection, q: RecallQuery, terms: list[Term], scope: str, ranked: int
 ) -> tuple[list[int], bool]:
     """The newest documents holding the most informative terms together, however old, and
-    whether more than ``ranked`` do.
+    whether more than ``ranked`` hold the query's most informative terms.
 
     FTS5 intersects their posting lists, so a document that holds every term but is among
-    no single term's newest postings is still found. Terms join, most informative first,
-    while more than ``ranked`` documents hold them all (at most ``CONJOINED``); a word
-    inside a chosen word (``编号`` in ``项目编号``) adds nothing and is skipped. Growing from
-    two terms keeps each intersection cheap: it stops at ``ranked`` documents."""
+    no single term's newest postings is still found. First the query's terms from the most
+    informative on; then pairs of words standing in one clause (a query may be the last
+    turns of a conversation: the words that name one memory stand together, among others
+    that name nothing), most informative first, each narrowed by the clause's other words
+    while too many documents hold it. At most ``CONJUNCTIONS`` lookups."""
+    order = [term.text for term in terms]
+    budget = [CONJUNCTIONS]
+    together, saturated = grown(conn, order, scope, ranked, budget)
+    tried = {frozenset(order[:2])}
+    for words in clauses(q.query, order):
+        for first, second in itertools.combinations(words, 2):
+            if frozenset((first, second)) in tried or budget[0] == 0:
+                continue
+            tried.add(frozenset((first, second)))
+            rest = [word for word in words if word not in (first, second)]
+            rows, _ = grown(conn, [first, second, *rest], scope, ranked, budget)
+            together += [rowid for rowid in rows if rowid not in together]
+    return together, saturated
+
+
+def clauses(query: str, order: list[str]) -> list[list[str]]:
+    """The words (not single characters) of each clause of ``query`` found in the scope, most
+    informative first; clauses with at least two, the most informative first."""
+    found = []
+    for clause in CLAUSE.split(query):
+        words = sorted({t for t in query_tokens(clause) if len(t) > 1 and t in order},
+                       key=order.index)  # fmt: skip
+        if len(words) > 1:
+            found.append(words)
+    return sorted(found, key=lambda words: order.index(words[1]))
+
+
+def grown(
+    conn: sqlite3.Connection, terms: list[str], scope: str, ranked: int, budget: list[int]
+) -> tuple[list[int], bool]:
+    """Documents holding the first terms together: terms join, most informative first, while
+    more than ``ranked`` documents hold them all (at most ``CONJOINED``); then those holding
+    the most, and whether more than ``ranked`` do. A word inside a chosen word (``编号`` in
+    ``项目编号``) adds nothing and is skipped. Growing from two terms keeps each
+    intersection cheap: it stops at ``ranked`` documents."""
     chosen: list[str] = []
     found: list[int] = []
     for term in terms:
-        if len(chosen) == CONJOINED:
+        if len(chosen) == CONJOINED or budget[0] == 0:
             break
-        if any(term.text in word for word in chosen):
+        if any(term in word for word in chosen):
             continue
-        chosen.append(term.text)
+        chosen.append(term)
         if len(chosen) == 1:
             continue
+        budget[0] -= 1
         match = " AND ".join(map(literal, chosen)) + scope
         rows = conn.execute(SELECT_TERM, {"match": match, "per_term": ranked}).fetchall()
         if len(rows) < ranked:  # all of them: fewer hold one more term
