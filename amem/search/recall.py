@@ -75,6 +75,8 @@ CONJOINED = 4
 """Most informative common terms whose conjunction is looked up."""
 CONJUNCTIONS = 8
 """Most conjunctions looked up per query."""
+CONJOINED_KEPT = 150
+"""Most documents found by conjunctions that are scored."""
 CLAUSE = re.compile(r"[\n.!?;。！？；]+")
 """Where a query's clauses end."""
 PHRASE_TOKENS = 16
@@ -364,26 +366,30 @@ def lexical_matches(
     idf = {t.text: math.log(1 + (total - min(t.df, total) + 0.5) / (t.df + 0.5)) for t in terms}
     ranked = max(RANKED, q.limit)
     together, saturated = conjunctions(conn, q, terms, scope, ranked)
-    # too many hold them all: those holding them in the query's order, if any, count the
-    # phrase as one more term (as rare as its matches)
-    phrase = phrase_matches(conn, q.query, scope, ranked) if saturated else []
+    sequence = phrase_tokens(q.query)
+    # Documents holding the query's tokens in its order count the phrase as one more term
+    # (as rare as they are). Below ``ranked``, every document holding all the terms is a
+    # candidate already, so its tokens tell; above it, FTS5 looks the phrase up.
+    phrase = phrase_matches(conn, sequence, scope, ranked) if saturated else []
     presence: defaultdict[int, float] = defaultdict(float)
     for text, rows in postings.items():
         for rowid in rows:
             presence[rowid] += idf[text]
     best_present = sorted(presence, reverse=True)  # newest first among equals (a stable sort)
     best_present.sort(key=presence.__getitem__, reverse=True)
-    chosen = list(dict.fromkeys(phrase + together[:ranked] + best_present[:ranked]))
+    chosen = list(dict.fromkeys(phrase + together[:CONJOINED_KEPT] + best_present[:ranked]))
     marks = ", ".join("?" * len(chosen))
     docs = conn.execute(SELECT_DOCS.format(marks), chosen).fetchall()
-    # the first token is the scope's
-    scored = bm25({num: tokens.split()[1:] for num, _, _, tokens in docs}, idf)
+    tokens = {num: stored.split()[1:] for num, _, _, stored in docs}  # the first: the scope's
+    scored = bm25(tokens, idf)
     whole = sum(idf.values())
-    if phrase:
-        phrase_idf = math.log(1 + (total + 0.5) / (len(phrase) + 0.5))
-        whole += phrase_idf
-        for num in phrase:
-            scored[num] = scored.get(num, 0.0) + phrase_idf
+    if len(sequence) > 1:
+        holding = set(phrase) | {num for num, words in tokens.items() if holds(words, sequence)}
+        if holding:
+            phrase_idf = math.log(1 + (total + 0.5) / (len(holding) + 0.5))
+            whole += phrase_idf
+            for num in holding & scored.keys():
+                scored[num] += phrase_idf
     # relative to a document holding every searched term once: 1.0 means a full match
     capped = any(len(rows) == PER_TERM for rows in postings.values())
     return {(kind, ref): min(1.0, scored[num] / whole) for num, kind, ref, _ in docs}, capped
@@ -483,8 +489,11 @@ def conjunctions(
     order = [term.text for term in terms]
     budget = [CONJUNCTIONS]
     together, saturated = grown(conn, order, scope, ranked, budget)
+    groups = clauses(q.query, order)
+    if len(groups) < 2 and len(together) >= q.limit:  # one clause, enough hold its best terms
+        return together, saturated
     tried = {frozenset(order[:2])}
-    for words in clauses(q.query, order):
+    for words in groups:
         for first, second in itertools.combinations(words, 2):
             if frozenset((first, second)) in tried or budget[0] == 0:
                 continue
@@ -534,14 +543,21 @@ def grown(
     return found, len(found) >= ranked
 
 
-def phrase_matches(conn: sqlite3.Connection, query: str, scope: str, ranked: int) -> list[int]:
-    """The newest documents holding the query's tokens in the query's order."""
-    sequence = phrase_tokens(query)
+def phrase_matches(
+    conn: sqlite3.Connection, sequence: list[str], scope: str, ranked: int
+) -> list[int]:
+    """The newest documents holding ``sequence`` (a query's ``phrase_tokens``) in order."""
     if not 1 < len(sequence) <= PHRASE_TOKENS:
         return []
     match = literal(" ".join(sequence)) + scope
     rows = conn.execute(SELECT_TERM, {"match": match, "per_term": ranked}).fetchall()
     return [r for (r,) in rows]
+
+
+def holds(words: list[str], sequence: list[str]) -> bool:
+    """Whether ``sequence`` stands in ``words``, in order and side by side."""
+    first, size = sequence[0], len(sequence)
+    return any(words[n : n + size] == sequence for n, word in enumerate(words) if word == first)
 
 
 def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, float]:
