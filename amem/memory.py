@@ -109,18 +109,28 @@ async def open(
     *,
     settings: Settings | None = None,
     http_client: httpx.AsyncClient | None = None,
+    progress: Progress | None = None,
 ) -> AsyncIterator[Memory]:
     """Open (creating and migrating if needed) the memory database at ``path``.
 
     Works under asyncio and trio. Settings come from ``AMEM_*`` environment variables
     unless ``settings`` is given. Extraction and embedding calls go through
     ``http_client`` when given (amem does not close it), else through a client of its own.
+    A migration that rebuilds the search index (an older file) logs how far it has come
+    and calls ``progress(done, total)`` after each batch of documents, from the thread
+    that migrates the file.
     Leaving the block cancels in-flight model calls, lets queued writes commit, then closes.
     """
     settings = settings or Settings()
     error: BaseException | None = None
+    database = Database.open(
+        path,
+        readers=settings.readers,
+        wal_limit=settings.wal_limit_mb << 20,
+        reindex=lambda conn: doctor.reindex_for_migration(conn, progress),
+    )
     async with (
-        Database.open(path, readers=settings.readers, wal_limit=settings.wal_limit_mb << 20) as db,
+        database as db,
         model_client(settings, http_client) as client,
         anyio.create_task_group() as tg,
     ):

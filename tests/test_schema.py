@@ -47,7 +47,7 @@ def make_old_database(path: Path, version: int) -> None:
 async def test_a_new_file_is_at_the_current_version_in_wal_mode(db_path: Path) -> None:
     async with amem.open(db_path):
         assert sqlite_value(db_path, "pragma journal_mode") == "wal"
-    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION == 4
+    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION == 5
     tables = {
         "events", "personas", "memories", "relations", "checkpoints", "embeddings",
         "search_docs", "search_fts", "capture_cursors",
@@ -62,15 +62,17 @@ async def test_new_file_is_private_to_its_owner(db_path: Path) -> None:
     assert db_path.stat().st_mode & 0o077 == 0
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
 async def test_older_versions_migrate_and_keep_their_data(db_path: Path, version: int) -> None:
     make_old_database(db_path, version)
     async with amem.open(db_path) as mem:
         page = await mem.scope("p", "q").read("old-1")
+        found = await mem.scope("p", "q").recall("旧")  # v5 indexes what the file holds
         await mem.scope("p", "q").submit_event("新的", role="user")
     assert page.text == "旧的事件"
     assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION
     assert sqlite_value(db_path, "select count(*) from events") == 2
+    assert [item.id for item in found.items] == ["old-1"]
 
 
 async def assert_refused_untouched(path: Path, code: str) -> None:

@@ -15,7 +15,7 @@ import anyio.abc
 
 from ..errors import StorageError
 from .drivers import Connection, connect
-from .schema import check_existing, migrate
+from .schema import Reindex, check_existing, migrate
 from .writer import BEGIN_ATTEMPTS, Writer, is_busy, storage_error
 
 P = ParamSpec("P")
@@ -38,9 +38,15 @@ class Database:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, path: str | os.PathLike[str], *, readers: int = 2, wal_limit: int = 64 << 20
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        readers: int = 2,
+        wal_limit: int = 64 << 20,
+        reindex: Reindex | None = None,
     ) -> AsyncIterator[Database]:
-        """Migrate ``path`` (creating it if needed) and open its connections.
+        """Migrate ``path`` (creating it if needed) and open its connections; ``reindex``
+        rebuilds the search index when a migration changes its tokens (``schema.migrate``).
 
         The caller must start ``db.writer.serve`` in its task group and close the writer
         before leaving this context.
@@ -50,7 +56,12 @@ class Database:
         opened: list[Connection] = [write_conn]
         try:
             await _with_busy_retry(write_conn, enable_wal)
-            await _with_busy_retry(write_conn, migrate)
+            try:
+                await _with_busy_retry(write_conn, lambda conn: migrate(conn, reindex))
+            except StorageError as exc:
+                if exc.code != "database_busy":
+                    raise
+                raise StorageError(MIGRATION_BUSY, code="database_busy") from None
             for _ in range(readers):  # appended one by one, so a cancelled open closes each
                 opened.append(await _connect(path, readonly=True))
             writer = Writer(write_conn, wal=Path(f"{path}-wal"), wal_limit=wal_limit)
@@ -103,6 +114,12 @@ def enable_wal(conn: sqlite3.Connection) -> None:
     if mode != "wal":
         raise StorageError("the database could not be switched to WAL mode")
 
+
+MIGRATION_BUSY = (
+    "another process held the database lock for too long while this one opened the file: "
+    "it may be migrating it to a new schema version, which rebuilds the search index "
+    "(minutes for millions of memories); retry once it is done"
+)
 
 READ_ONLY = (
     "the database is on read-only storage or not writable by this user, and amem opens "

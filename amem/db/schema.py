@@ -9,6 +9,10 @@ v4  the FTS index rebuilt with a tokenizer that keeps every letter Python knows:
     Unicode 6.1 tables call some later letters combining marks (New Tai Lue vowels), so
     ``Mc`` and ``Mn`` count as token characters too (amem's segmented text holds no marks
     of its own, so nothing else changes)
+v5  the index rebuilt from the source texts with stemmed tokens (``search.text``: English
+    words are stored and looked up as their Snowball stems). No DDL: the caller's
+    ``reindex`` re-segments every indexed text inside the migration's transaction, so a
+    file is either wholly at v4 with its old index or wholly at v5 with the new one
 
 Each migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
 after taking the write lock, so processes that start at the same time on a new file
@@ -20,13 +24,13 @@ never recreate tables silently.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import StorageError
 from .drivers import open_sqlite
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 V1 = (
     """
@@ -196,7 +200,21 @@ V4 = (
     "insert into search_fts (search_fts) values ('rebuild')",
 )
 
-MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = ((1, V1), (2, V2), (3, V3), (4, V4))
+MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
+    (1, V1),
+    (2, V2),
+    (3, V3),
+    (4, V4),
+    (5, ()),
+)
+"""Each version and its statements; a version in ``RETOKENIZED`` also rebuilds the index."""
+RETOKENIZED = frozenset({5})
+"""Versions whose search tokens differ from the version before (v5: stemming): reaching
+one re-segments every indexed text, which only the search layer can do (``Reindex``)."""
+
+Reindex = Callable[[sqlite3.Connection], object]
+"""Rebuilds ``search_docs`` and ``search_fts`` from the source texts with the current
+tokens, inside the caller's transaction (``ops.doctor.reindex_for_migration``)."""
 
 
 def check_existing(path: Path) -> None:
@@ -231,8 +249,12 @@ def refuse_newer(version: int) -> None:
         )
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the database up to ``SCHEMA_VERSION``, one transaction per step."""
+def migrate(conn: sqlite3.Connection, reindex: Reindex | None = None) -> int:
+    """Bring the database up to ``SCHEMA_VERSION``, one transaction per step.
+
+    ``reindex`` rebuilds the search index where the tokens changed; without it, only a file
+    whose index is empty (a new one) can pass such a version. A step that fails or is
+    killed leaves the file at the version before it, retried at the next open."""
     for target, statements in MIGRATIONS:
         conn.execute("begin immediate")
         try:
@@ -243,12 +265,24 @@ def migrate(conn: sqlite3.Connection) -> int:
             if version == target - 1:
                 for statement in statements:
                     conn.execute(statement)
+                if target in RETOKENIZED:
+                    retokenize(conn, reindex)
                 conn.execute(f"pragma user_version = {target}")
             conn.execute("commit")
         except BaseException:
             conn.execute("rollback")
             raise
     return SCHEMA_VERSION
+
+
+def retokenize(conn: sqlite3.Connection, reindex: Reindex | None) -> None:
+    if reindex is not None:
+        reindex(conn)
+    elif conn.execute("select exists (select 1 from search_docs)").fetchone()[0]:
+        raise StorageError(
+            "this file's search index must be rebuilt with new tokens; open it with amem.open",
+            code="storage_error",
+        )
 
 
 def refuse_foreign(conn: sqlite3.Connection) -> None:

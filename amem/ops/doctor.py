@@ -7,19 +7,27 @@ says it holds: nothing missing, no row pointing at anything else), text that doe
 decode, whether an export would import (the rows as export reads them, through import's
 own validation), extractions left pending or failed, vector coverage and interrupted
 reindexes, and reports table counts.
+
+Also the index rebuild a schema migration runs when the search tokens change
+(``reindex_for_migration``).
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 
 from ..config import Settings
 from ..db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
 from ..models import DoctorCheck, DoctorReport
 from ..search import index
+from ..search.text import segment_all
 from . import archive
+
+log = logging.getLogger("amem")
 
 COUNTED = (
     "events",
@@ -224,15 +232,70 @@ def index_sources(conn: sqlite3.Connection) -> list[index.Document]:
     return [index.Document(*map(str, row)) for row in conn.execute(SELECT_SOURCES)]
 
 
-def rebuild_index(conn: sqlite3.Connection, docs: list[index.Document]) -> int:
+def rebuild_index(conn: sqlite3.Connection, docs: Iterable[index.Document]) -> int:
     """Drop and recreate the search tables, then index ``docs`` (their text segmented), in
-    one transaction: whatever state the old index was in, the new one is built from the data."""
+    one transaction: whatever state the old index was in, the new one is built from the data.
+    ``docs`` is read once the tables are empty, so it may read the sources as it goes."""
     drop_search_fts(conn)
     conn.execute("delete from search_docs")
     conn.execute(CREATE_SEARCH_FTS)
+    count = 0
     for doc in docs:
         index.index_doc(conn, doc.persona, doc.project, doc.doc_kind, doc.ref, doc.text)
-    return len(docs)
+        count += 1
+    return count
+
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while the index is rebuilt."""
+COUNT_SOURCES = f"""
+select (select count(*) from events e where {index.INDEXED_EVENT})
+     + (select count(*) from memories m where {index.INDEXED_MEMORY})
+"""
+MIGRATION_BATCH = 2_000
+"""Documents read and segmented at a time: memory stays bounded on a file of millions."""
+LOG_SECONDS = 5.0
+"""How often a long rebuild logs how far it has come."""
+
+
+def reindex_for_migration(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
+    """Rebuild the index from the source texts with the current tokens, inside the
+    migration's transaction (``db.schema.migrate``), in batches, logging how far it has
+    come on amem's logger (stderr, never stdout) and calling ``progress(done, total)``
+    after each batch; returns how many documents it indexed.
+
+    It runs on the write connection's thread, never on an event loop, and holds the write
+    lock throughout: other processes opening the file wait for it (and give up with
+    ``database_busy`` after the busy timeout), and none ever sees a half-built index."""
+    total = conn.execute(COUNT_SOURCES).fetchone()[0]
+    started = time.monotonic()
+    if total:  # a new file has nothing to rebuild, and nothing to say
+        log.warning("%s: 0 of %s documents", REBUILDING, f"{total:,}")
+    done = rebuild_index(conn, segmented_sources(conn, total, progress, started))
+    if total:
+        seconds = time.monotonic() - started
+        log.warning("%s: done, %s documents in %.1f s", REBUILDING, f"{done:,}", seconds)
+    return done
+
+
+REBUILDING = "rebuilding the search index for English stemming (schema version 5)"
+
+
+def segmented_sources(
+    conn: sqlite3.Connection, total: int, progress: Progress | None, started: float
+) -> Iterator[index.Document]:
+    """``index_sources``, read and segmented ``MIGRATION_BATCH`` at a time."""
+    cursor = conn.execute(SELECT_SOURCES)
+    done, logged = 0, started
+    while batch := [index.Document(*map(str, row)) for row in cursor.fetchmany(MIGRATION_BATCH)]:
+        segmented = segment_all([doc.text for doc in batch])
+        yield from (doc._replace(text=t) for doc, t in zip(batch, segmented, strict=True))
+        done += len(batch)
+        if progress is not None:
+            progress(done, total)
+        if time.monotonic() - logged >= LOG_SECONDS and done < total:
+            logged = time.monotonic()
+            log.warning("%s: %s of %s documents", REBUILDING, f"{done:,}", f"{total:,}")
 
 
 def drop_search_fts(conn: sqlite3.Connection) -> None:

@@ -254,7 +254,7 @@ def insert(conn: sqlite3.Connection, table: str, row: Row, where: str) -> None:
         for column in JSON_COLUMNS:
             values[column] = json.dumps(values[column], ensure_ascii=False)
     if table == "memories" and tokens is not None and needs_cue(values):
-        values["cue_key"] = topic_cue(tokens)
+        values["cue_key"] = topic_cue(values["text"], tokens)
     try:
         conn.execute(INSERTS[table], values)
     except sqlite3.IntegrityError:

@@ -1,4 +1,5 @@
-"""The lexical index: segmented copies of memory and event text in ``search_docs``,
+"""The lexical index: segmented copies of memory and event text in ``search_docs`` (the
+tokens of ``text.tokens``: English words as their Snowball stems since schema v5),
 indexed by the external-content FTS5 table ``search_fts``. Rows are written and removed in
 the same transaction as the row they index; the text is segmented before that transaction
 (``text.segment_off_loop``), never inside the writer. Every document starts with its

@@ -4,7 +4,10 @@ Stored text is indexed as *segmented* text: tokens separated by spaces. A CJK ru
 its jieba search-mode words (``本书``, ``三体``) and every single CJK character (``书``), so
 a one-character query finds the words containing it; other text yields lower-cased words
 (``python3``, ``11``), and a word mixing letters and digits also its parts (``python``,
-``3``). FTS5's ``unicode61`` tokenizer then only splits on the spaces amem
+``3``). English words (ASCII letters only: a whole word or the letter part of a mixed one)
+are stemmed with the Snowball English stemmer, so ``lives``, ``books`` and ``reading`` are
+stored and looked up as ``live``, ``book`` and ``read``; digits, CJK and other scripts are
+left as they are. FTS5's ``unicode61`` tokenizer then only splits on the spaces amem
 put there. Queries are built from the same tokens, each quoted as an FTS5 string literal,
 so no user text is ever executed as query syntax.
 
@@ -16,6 +19,7 @@ private directory and its logging is quiet.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -27,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import anyio
+import Stemmer
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
 RUN = re.compile(rf"[{CJK}]+|[^\W_{CJK}]+")
@@ -36,6 +41,7 @@ LETTERS_OR_DIGITS = re.compile(r"\d+|[^\W\d_]+")
 
 _lock = threading.Lock()
 _tokenizer: object | None = None
+_stemmers = threading.local()
 
 
 def _reset_after_fork() -> None:
@@ -79,6 +85,23 @@ def private_cache_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="amem-cache-"))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """The token of a lower-cased non-CJK ``word``: its Snowball English stem when it is
+    all ASCII letters (``studies`` -> ``studi``), else the word itself (``11``, ``café``).
+
+    Cached: a store's vocabulary is small, and a cached word costs a dictionary lookup.
+    PyStemmer's stemmer objects are not safe to share between threads, so each thread
+    (event loop, worker, database connection) has its own."""
+    if not (word.isascii() and word.isalpha()):
+        return word
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = Stemmer.Stemmer("english", 0)  # 0: no second cache
+    result: str = stemmer.stemWord(word)
+    return result
+
+
 def tokens(text: str) -> list[str]:
     """Search tokens of ``text``, in order (blocking the first time: see ``warm_up``)."""
     found: list[str] = []
@@ -89,11 +112,34 @@ def tokens(text: str) -> list[str]:
             found += list(run)
         else:
             word = run.lower()
-            found.append(word)
+            found.append(stem(word))
             parts = LETTERS_OR_DIGITS.findall(word)
             if len(parts) > 1:  # "python3" is also "python" and "3"
-                found += parts
+                found += map(stem, parts)
     return found
+
+
+def surface_words(text: str) -> dict[str, list[str]]:
+    """For each stemmed token of ``text``, the distinct lower-cased words it came from, in
+    order (``studi`` -> ``["studies"]``): stems are for matching, words for showing and for
+    telling function words. Cheap (a regular expression and cached stems, no jieba), so it
+    may run inside a transaction."""
+    words: dict[str, list[str]] = {}
+    for run in RUN.findall(text):
+        if not CJK_RUN.match(run):
+            word = run.lower()
+            for each in (word, *LETTERS_OR_DIGITS.findall(word)):
+                behind = words.setdefault(stem(each), [])
+                if each not in behind:
+                    behind.append(each)
+    return words
+
+
+def is_function_word(token: str, words: dict[str, list[str]]) -> bool:
+    """Whether ``token`` stands only for function words (``STOP_WORDS``) of the text whose
+    ``surface_words`` are ``words``: ``doe`` from "does" does, ``doe`` from "a doe" does not.
+    Comparing words, not stems, keeps ``assist`` (the stem of ``assistant``) a content word."""
+    return all(word in STOP_WORDS for word in words.get(token, (token,)))
 
 
 def segment(text: str) -> str:
@@ -153,14 +199,16 @@ STOP_WORDS = frozenset({
     "她们", "自己", "没有", "用户", "一个", "这个", "那个",
 })
 # fmt: on
-"""Function words: left out of queries (when anything else is left) and of topic cues."""
+"""Function words: left out of queries (when anything else is left) and of topic cues.
+Words, not tokens: see ``is_function_word``."""
 
 
 def query_tokens(query: str) -> list[str]:
     """The distinct tokens of a query, in order, without function words unless the query
     has nothing else ("the who" still finds The Who)."""
     found = list(dict.fromkeys(tokens(query)))
-    content = [token for token in found if token not in STOP_WORDS]
+    words = surface_words(query)
+    content = [token for token in found if not is_function_word(token, words)]
     return content or found
 
 

@@ -27,7 +27,7 @@ from ..errors import InvalidInput, NotFound
 from ..inputs import parse_time
 from ..models import Emotion, MemoryDraft, MemoryRecord
 from ..search import index
-from ..search.text import STOP_WORDS
+from ..search.text import is_function_word, surface_words
 from .events import StoredEvent, load_stored
 
 ARCHIVED_CATEGORIES = frozenset(("reference", "persona"))
@@ -226,7 +226,7 @@ def insert_memory(
     assert num is not None
     index.index_doc(conn, event.persona, event.project, "memory", row["id"], segmented)
     if draft.gist is None and draft.kind in FADING_KINDS:
-        conn.execute(SET_CUE, (topic_cue(segmented), num))
+        conn.execute(SET_CUE, (topic_cue(draft.text, segmented), num))
     if draft.fact_key is not None:
         if chain_order is not None:
             conn.execute(SET_CHAIN_ORDER, (chain_order, num))
@@ -294,11 +294,18 @@ def load_memory(
     return memory_from_row(conn.execute(SELECT_MEMORY, (memory_id,)).fetchone())
 
 
-def topic_cue(segmented: str) -> str:
-    """An extractive topic cue: the first distinct content words of a memory's text.
+def topic_cue(text: str, segmented: str) -> str:
+    """An extractive topic cue: the first distinct content words of a memory's ``text``,
+    whose tokens are ``segmented``.
 
-    Shown (labelled as a cue) instead of an old episode that has no authored gist.
+    Shown (labelled as a cue) instead of an old episode that has no authored gist. English
+    tokens are stems (``studi``), so each is shown as the word of ``text`` it came from.
     """
-    tokens = segmented.split()
-    words = [t for t in tokens if len(t) > 1 and not t.isdigit() and t not in STOP_WORDS]
-    return " ".join(list(dict.fromkeys(words))[:CUE_WORDS])
+    words = surface_words(text)
+    content = [
+        token
+        for token in dict.fromkeys(segmented.split())
+        if len(token) > 1 and not token.isdigit() and not is_function_word(token, words)
+    ]
+    shown = [words.get(token, [token])[0] for token in content]
+    return " ".join(list(dict.fromkeys(shown))[:CUE_WORDS])
