@@ -76,6 +76,16 @@ def require_int(value: object, field: str, *, low: int, high: int) -> int:
     return value
 
 
+def require_names(value: object, field: str, *, most: int) -> frozenset[str]:
+    """A collection (list, tuple, set) of at most ``most`` identifiers; one bare string is
+    refused, not taken as its characters."""
+    if not isinstance(value, Collection) or isinstance(value, str | bytes | Mapping):
+        raise InvalidInput(f"{field} must be a list of IDs")
+    if len(value) > most:
+        raise InvalidInput(f"{field} holds more than {most} IDs")
+    return frozenset(require_name(item, f"{field}[{n}]") for n, item in enumerate(value))
+
+
 def parse_time(value: object, field: str) -> datetime:
     """An aware ``datetime`` or ISO-8601 string with a UTC offset, normalised to UTC."""
     if isinstance(value, str):

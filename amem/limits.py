@@ -43,6 +43,8 @@ MAX_LIST_ITEMS = 100
 MAX_QUERY_CHARS = 2_000
 """Longest recall query (and the part of a pack's goal and steps recalled for)."""
 MAX_RECALL_LIMIT = 200
+MAX_EXCLUDED_EVENTS = 100
+"""Event IDs one recall may leave out (the turn being answered; for more, ``exclude_from_seq``)."""
 DEFAULT_READ_CHARS = 4_000
 MAX_READ_CHARS = MAX_EVENT_CHARS
 """One page of ``read``: a whole event at most."""

@@ -39,6 +39,7 @@ from .inputs import (
     require_choice,
     require_int,
     require_name,
+    require_names,
     require_text,
     submitted_event,
     when_or_now,
@@ -48,6 +49,7 @@ from .limits import (
     MAX_BUDGET,
     MAX_CAPTURE_ENTRIES,
     MAX_EVENT_CHARS,
+    MAX_EXCLUDED_EVENTS,
     MAX_MEMORY_CHARS,
     MAX_NAME_CHARS,
     MAX_NOTE_CHARS,
@@ -454,11 +456,17 @@ class Scope:
         include_history: bool = False,
         mode: str = "fast",
         kinds: Collection[str] | None = None,
+        exclude_event_ids: Collection[str] | None = None,
+        exclude_from_seq: int | None = None,
     ) -> RecallResult:
         """Memories of this scope that match ``query`` and were valid at ``as_of`` (now).
 
         ``include_history`` adds facts that had expired by ``as_of``, marked ``expired``.
         Revoked memories never appear. A query with no matching evidence returns no items.
+        ``exclude_event_ids`` (at most 100) and ``exclude_from_seq`` (every event whose
+        ``seq`` is at least this) leave events out, with every memory derived from them:
+        the turn being answered. Candidates showing the same text are one item, with
+        ``occurrences`` and ``merged_ids``; ``limit`` counts distinct texts.
         """
         query = require_text(query, "query", max_chars=MAX_QUERY_CHARS)
         limit = require_int(limit, "limit", low=1, high=MAX_RECALL_LIMIT)
@@ -469,6 +477,13 @@ class Scope:
         wanted = (
             None if kinds is None else {require_choice(k, "kinds", MEMORY_KINDS) for k in kinds}
         )
+        excluded = (
+            frozenset()
+            if exclude_event_ids is None
+            else require_names(exclude_event_ids, "exclude_event_ids", most=MAX_EXCLUDED_EVENTS)
+        )
+        if exclude_from_seq is not None:
+            require_int(exclude_from_seq, "exclude_from_seq", low=1, high=2**62)
         settings = self._runtime.settings
         request = RecallQuery(
             persona=self.persona,
@@ -478,6 +493,8 @@ class Scope:
             as_of=when,
             include_history=include_history,
             kinds=None if wanted is None else frozenset(wanted),
+            exclude_event_ids=excluded,
+            exclude_from_seq=exclude_from_seq,
             half_life_days=settings.freshness_half_life_days,
             fade_after_days=settings.fade_after_days,
             coarsen_after_days=settings.coarsen_after_days,

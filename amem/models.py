@@ -230,8 +230,15 @@ class RecallItem(Record):
     """True for a fact that was no longer true at ``as_of`` (only with ``include_history``)."""
     source_event_id: str
     occurred_at: datetime
+    role: Role
+    """Who said the source event (for a raw fallback item, the event itself)."""
     score: float
     components: ScoreComponents
+    occurrences: int = 1
+    """How many recalled candidates showed this text; the others are ``merged_ids``."""
+    merged_ids: list[str] = []
+    """IDs of the other memories or raw events with the same text (whitespace aside),
+    merged into this item: the best scored, newest on ties."""
     gist: bool = False
     """True when ``text`` is a faded gist rather than the full memory."""
     coarse_time: str | None = None

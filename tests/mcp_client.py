@@ -38,7 +38,16 @@ LIVENESS_SECONDS = 60
 SPEC_ARGS: dict[str, set[str]] = {
     "event_submit": {"text", "role", "event_id", "session", "source", "category", "occurred_at"},
     "memory_add": {"event_id", "memories"},
-    "memory_recall": {"query", "limit", "mode", "as_of", "include_history", "kinds"},
+    "memory_recall": {
+        "query",
+        "limit",
+        "mode",
+        "as_of",
+        "include_history",
+        "kinds",
+        "exclude_event_ids",
+        "exclude_from_seq",
+    },
     "memory_read": {"id", "offset", "limit"},
     "memory_correct": {"memory_id", "text", "valid_at", "reason"},
     "memory_delete": {"event_id", "memory_id"},

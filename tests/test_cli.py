@@ -236,7 +236,7 @@ def test_submit_recall_read(tmp_path: Path) -> None:
 
     lines = ok("recall", "杭州", *db).splitlines()
     assert lines == [lines[0]]
-    assert lines[0].endswith(f"2026-11-30  raw event   {TEXT}  (m-1)")
+    assert lines[0].endswith(f"2026-11-30  user      raw event   {TEXT}  (m-1)")
     found = json.loads(ok("recall", "西湖", "--json", "--limit", "5", *db))
     assert [(i["id"], i["raw_fallback"]) for i in found["items"]] == [("m-1", True)]
     assert ok("recall", "杭州", "--as-of", "2026-01-01T00:00:00Z", *db) == "(no evidence found)\n"

@@ -299,9 +299,10 @@ async def test_a_user_statement_ranks_above_an_inference(
     scope: amem.Scope, event: str, text: str, quote: str
 ) -> None:
     await scope.submit_event(event, role="user", event_id="e-1", occurred_at=RECENT)
+    # the texts differ by a full stop: identical texts would be one item
     inferred, stated = await scope.add_memories(
         "e-1",
-        [{"text": text, "quote": quote, "kind": "preference", "basis": "inference"},
+        [{"text": f"{text}.", "quote": quote, "kind": "preference", "basis": "inference"},
          {"text": text, "quote": quote, "kind": "preference", "basis": "user_statement"}],
     )  # fmt: skip
     assert await found(scope, quote) == [stated.id, inferred.id]
@@ -311,7 +312,7 @@ async def test_a_user_statement_ranks_above_an_inference(
 async def test_higher_confidence_ranks_first(
     scope: amem.Scope, event: str, text: str, quote: str
 ) -> None:
-    unsure = await derive(scope, event, text, quote, confidence=0.3)
+    unsure = await derive(scope, event, f"{text}.", quote, confidence=0.3)  # not identical
     sure = await derive(scope, event, text, quote, confidence=0.9)
     assert await found(scope, quote) == [sure.id, unsure.id]
 
@@ -321,7 +322,7 @@ async def test_newer_memories_rank_above_older_ones(
     scope: amem.Scope, event: str, text: str, quote: str
 ) -> None:
     newer = await derive(scope, event, text, quote, at=RECENT)
-    older = await derive(scope, event, text, quote, at="2025-06-01T00:00:00Z")
+    older = await derive(scope, event, f"{text}.", quote, at="2025-06-01T00:00:00Z")
     assert await found(scope, quote) == [newer.id, older.id]
     old = await item_for(scope, quote, older.id)
     assert old.components.freshness == pytest.approx(0.5 ** (365 / 180))

@@ -136,6 +136,19 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--as-of", help="what was true at this ISO-8601 time")
     recall.add_argument("--history", action="store_true", help="include facts that expired")
     recall.add_argument("--kind", action="append", dest="kinds", help="only this kind (repeatable)")
+    recall.add_argument(
+        "--exclude-event",
+        action="append",
+        dest="exclude_event_ids",
+        metavar="ID",
+        help="leave out this event and its memories (repeatable)",
+    )
+    recall.add_argument(
+        "--exclude-from-seq",
+        type=int,
+        metavar="N",
+        help="leave out events with seq >= N and their memories",
+    )
 
     read = command(
         "read",
@@ -393,6 +406,8 @@ async def run_recall(args: argparse.Namespace) -> int:
             as_of=args.as_of,
             include_history=args.history,
             kinds=args.kinds,
+            exclude_event_ids=args.exclude_event_ids,
+            exclude_from_seq=args.exclude_from_seq,
         )
     lines = [recall_line(item) for item in result.items] or ["(no evidence found)"]
     show(args, result, "\n".join([*lines, *(f"warning: {w}" for w in result.warnings)]))

@@ -14,7 +14,8 @@ def recall_line(item: Any) -> str:
             ("gist", item.gist),
             ("expired", item.expired),
             ("truncated", item.truncated),
+            (f"×{item.occurrences}", item.occurrences > 1),
         )
         if on
     )
-    return f"{item.score:.3f}  {when}  {label:<11} {item.text}{flags}  ({item.id})"
+    return f"{item.score:.3f}  {when}  {item.role:<9} {label:<11} {item.text}{flags}  ({item.id})"

@@ -3,7 +3,9 @@ in what order they come back.
 
 Eligible: the scope's memories that are not revoked, have started (``valid_at <= as_of``;
 future facts wait for their start) and are still valid (``as_of < invalid_at``), or, with
-``include_history``, have expired (marked ``expired``).
+``include_history``, have expired (marked ``expired``). Events the caller leaves out (by
+ID, or from a ``seq`` on) and the memories derived from them are not eligible: the
+filter is part of the eligibility SQL on every path, so they never take a place.
 
 Evidence, with bounded work however large the archive grows:
 
@@ -40,7 +42,8 @@ basis, confidence and freshness (``0.5 ** (age / half-life)``, age from ``valid_
 Presentation fades old detail without deleting it: episodes, observations and emotions
 older than ``fade_after_days`` show their authored gist, or an extractive topic cue
 labelled as such; older than ``coarsen_after_days`` their time label is a decade.
-Originals stay readable through ``read``.
+Originals stay readable through ``read``. Candidates showing the same text are one item
+(``merge_identical``), so ``limit`` counts distinct texts.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from typing import Any, NamedTuple
 
 from ..db.times import db_time, from_db_time
 from ..llm.embeddings import Vector, cosine, from_blob
-from ..models import Basis, MemoryKind, RecallItem, ScoreComponents
+from ..models import Basis, MemoryKind, RecallItem, Role, ScoreComponents
 from ..store.facts import FADING_KINDS, valid_as_of
 from .text import literal, phrase_tokens, query_tokens, scope_token
 
@@ -122,6 +125,8 @@ class RecalledMemory(NamedTuple):
     """When its source event happened."""
     gist: str | None
     cue_key: str | None
+    role: Role
+    """Who said its source event."""
 
 
 class RawEvent(NamedTuple):
@@ -132,16 +137,17 @@ class RawEvent(NamedTuple):
     """At most ``RAW_CHARS`` of it."""
     length: int
     occurred_at: str
+    role: Role
 
 
 MEMORY_COLUMNS = """
     m.id, m.text, m.quote, m.kind, m.basis, m.confidence, m.subject, m.fact_key,
-    m.valid_at, m.invalid_at, m.event_id, e.occurred_at, m.gist, m.cue_key
+    m.valid_at, m.invalid_at, m.event_id, e.occurred_at, m.gist, m.cue_key, e.role
 """
 ELIGIBLE = f"""
 m.persona = :persona and m.project = :project and m.revoked_at is null
 and {valid_as_of(history=True)}
-{{kinds}}
+{{filters}}
 """
 # Point lookups by ID or event: the unary + keeps SQLite from preferring the scope index
 # (two equality columns) over the one that finds the row directly.
@@ -192,14 +198,18 @@ where m.event_id in ({{ids}}) and {ELIGIBLE_ROW}
 """
 # Matched events: amended ones are no key to anything; derived ones lead to their
 # memories; the rest are raw fallback if they are conversation that happened by as_of.
+# Events the caller left out (``exclusion_clause``) are neither.
 SELECT_EVENTS = """
 select id, status,
     exists (select 1 from memories m where m.event_id = e.id and m.revoked_at is null),
     category = 'conversation' and status in ('stored', 'pending', 'failed')
         and occurred_at <= :as_of,
-    substr(text, 1, :cap), length(text), occurred_at
-from events e where id in ({ids})
+    substr(text, 1, :cap), length(text), occurred_at, role
+from events e where id in ({ids}) {exclude}
 """
+# The sequence number of a memory's source event: a primary-key read per memory.
+SOURCE_SEQ = "(select x.seq from events x where x.id = m.event_id)"
+
 SELECT_LINKED = """
 select to_id from relations where kind = 'related' and from_id = ?
 union
@@ -222,6 +232,10 @@ class RecallQuery:
     as_of: datetime
     include_history: bool
     kinds: frozenset[str] | None = None
+    exclude_event_ids: frozenset[str] = frozenset()
+    """Events left out, with every memory derived from them."""
+    exclude_from_seq: int | None = None
+    """Events whose ``seq`` is at least this are left out, with their memories."""
     vector: Vector | None = None
     """The query's embedding, for ``semantic``/``deep``; None in ``fast`` mode."""
     fingerprint: str | None = None
@@ -264,7 +278,26 @@ def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[Reca
     add_links(conn, found, params)
     scored = [(round(score(parts(c, q)), 6), memory_id, c) for memory_id, c in found.items()]
     scored.sort(key=lambda entry: (-entry[0], entry[1]))
-    return [recall_item(c, q) for _, _, c in scored[: q.limit]], warnings  # models: top only
+    merged = merge_identical(scored, q)[: q.limit]
+    return [recall_item(best, q, others) for best, others in merged], warnings  # top only
+
+
+def merge_identical(
+    scored: list[tuple[float, str, Candidate]], q: RecallQuery
+) -> list[tuple[Candidate, list[str]]]:
+    """One entry per shown text (whitespace runs as one space, case kept), in ranked
+    order: its best scored candidate (the newest on ties) and the IDs of the others.
+
+    A message said five times is one item, so ``limit`` counts distinct texts.
+    """
+    groups: dict[str, list[tuple[float, str, Candidate]]] = {}
+    for entry in scored:  # a group's place is its best member's: dicts keep first insertion
+        groups.setdefault(" ".join(shown_text(entry[2], q).split()), []).append(entry)
+    merged = []
+    for group in groups.values():
+        best = max(group, key=lambda entry: (entry[0], entry[2].row.occurred_at))
+        merged.append((best[2], [memory_id for _, memory_id, _ in group if best[1] != memory_id]))
+    return merged
 
 
 def add_candidates(
@@ -293,8 +326,13 @@ def add_candidates(
         add(order)
         return
     add(head)
-    scores = sorted((score(parts(c, q)) for c in found.values() if c.raw), reverse=True)
-    if len(scores) < q.limit or len(scores) < len(found):  # too few, or memories came in
+    raw = [c for c in found.values() if c.raw]
+    best: dict[str, float] = {}  # identical texts are one item (merge_identical)
+    for c in raw:
+        text = " ".join(shown_text(c, q).split())
+        best[text] = max(best.get(text, 0.0), score(parts(c, q)))
+    scores = sorted(best.values(), reverse=True)
+    if len(scores) < q.limit or len(raw) < len(found):  # too few, or memories came in
         add(rest)
         return
     # below the limit-th score by more than the rounding of scores: never even a tie
@@ -326,7 +364,8 @@ def add_lexical(
 
 
 def eligibility(q: RecallQuery) -> dict[str, object]:
-    """Named parameters of ``ELIGIBLE``; ``kinds`` filters become ``:kind0``, ``:kind1``..."""
+    """Named parameters of ``ELIGIBLE``; ``kinds`` filters become ``:kind0``, ``:kind1``...,
+    excluded events ``:excluded0``, ``:excluded1``... and ``:excluded_from_seq``."""
     params: dict[str, object] = {
         "persona": q.persona,
         "project": q.project,
@@ -335,12 +374,36 @@ def eligibility(q: RecallQuery) -> dict[str, object]:
     }
     for n, kind in enumerate(sorted(q.kinds or ())):
         params[f"kind{n}"] = kind
+    return params | exclusions(q)
+
+
+def exclusions(q: RecallQuery) -> dict[str, object]:
+    """The parameters of ``exclusion_clause``."""
+    params: dict[str, object] = {
+        f"excluded{n}": id for n, id in enumerate(sorted(q.exclude_event_ids))
+    }
+    if q.exclude_from_seq is not None:
+        params["excluded_from_seq"] = q.exclude_from_seq
     return params
 
 
-def kinds_clause(params: dict[str, object]) -> str:
+def filters_clause(params: dict[str, object]) -> str:
+    """The ``{filters}`` of ``ELIGIBLE``: the kinds asked for, and no memory of an excluded
+    event."""
     names = [f":{name}" for name in params if name.startswith("kind")]
-    return f"and m.kind in ({', '.join(names)})" if names else ""
+    kinds = f"and m.kind in ({', '.join(names)})" if names else ""
+    return f"{kinds} {exclusion_clause(params, 'm.event_id', SOURCE_SEQ)}"
+
+
+def exclusion_clause(params: dict[str, object], event_id: str, seq: str) -> str:
+    """SQL leaving out the events excluded in ``params``, given how the statement names an
+    event's ID and its ``seq``; applied where candidates become eligible, so an excluded
+    one never takes the place of another (every lookup path goes through it)."""
+    ids = [f":{name}" for name in params if name.startswith("excluded") and name[8:].isdigit()]
+    clause = f"and {event_id} not in ({', '.join(ids)})" if ids else ""
+    if "excluded_from_seq" in params:
+        clause += f" and {seq} < :excluded_from_seq"
+    return clause
 
 
 def lexical_matches(
@@ -593,7 +656,7 @@ def add_memories(
     new = [memory_id for memory_id in scores if memory_id not in found]
     if new:
         query = {**params}
-        sql = SELECT_MEMORIES.format(ids=named(new, query), kinds=kinds_clause(params))
+        sql = SELECT_MEMORIES.format(ids=named(new, query), filters=filters_clause(params))
         for row in conn.execute(sql, query).fetchall():
             memory = RecalledMemory._make(row)
             found[memory.id] = Candidate(memory)
@@ -617,19 +680,23 @@ def add_events(
     if not scores:
         return
     query = {"as_of": params["as_of"], "cap": RAW_CHARS}
-    rows = conn.execute(SELECT_EVENTS.format(ids=named(scores, query)), query).fetchall()
+    exclude = exclusion_clause(params, "e.id", "e.seq")
+    query |= {name: value for name, value in params.items() if name.startswith("excluded")}
+    sql = SELECT_EVENTS.format(ids=named(scores, query), exclude=exclude)
     derived = {}
-    for event_id, status, has_memories, fallback, text, length, occurred_at in rows:
+    for event_id, status, has_memories, fallback, text, length, occurred_at, role in conn.execute(
+        sql, query
+    ).fetchall():
         if status == "amended":
             continue
         if has_memories:
             derived[event_id] = scores[event_id] * SOURCE_EVENT_DISCOUNT
         elif fallback and not kinds and event_id not in found:  # raw events have no kind
-            raw = RawEvent(event_id, text, length, occurred_at)
+            raw = RawEvent(event_id, text, length, occurred_at, role)
             found[event_id] = Candidate(raw, lexical=scores[event_id])
     if derived:
         query = {**params}
-        sql = SELECT_DERIVED.format(ids=named(derived, query), kinds=kinds_clause(params))
+        sql = SELECT_DERIVED.format(ids=named(derived, query), filters=filters_clause(params))
         by_memory: dict[str, float] = {}
         for row in conn.execute(sql, query).fetchall():
             memory = RecalledMemory._make(row)
@@ -659,7 +726,7 @@ def semantic_matches(
     assert q.vector is not None
     scan = -1 if q.scan is None else q.scan + 1  # one more tells whether the scan was cut
     rows = conn.execute(
-        SELECT_SCAN.format(kinds=kinds_clause(params)),
+        SELECT_SCAN.format(filters=filters_clause(params)),
         {**params, "fingerprint": q.fingerprint, "scan": scan},
     ).fetchall()
     cut = q.scan is not None and len(rows) > q.scan
@@ -700,11 +767,23 @@ def parts(candidate: Candidate, q: RecallQuery) -> dict[str, float]:
     }
 
 
-def recall_item(candidate: Candidate, q: RecallQuery) -> RecallItem:
+def shown_text(candidate: Candidate, q: RecallQuery) -> str:
+    """The text an item of this candidate shows: the raw event's, or the memory's as
+    ``present`` fades it."""
+    row = candidate.row
+    if isinstance(row, RawEvent):
+        return row.text
+    valid = from_db_time(row.valid_at)
+    return present(row.text, row.kind, row.gist, row.cue_key, valid, q)[0]
+
+
+def recall_item(candidate: Candidate, q: RecallQuery, merged_ids: list[str]) -> RecallItem:
+    """The item of a candidate that stands for itself and the candidates ``merged_ids``,
+    which showed the same text."""
     row = candidate.row
     components = ScoreComponents(**parts(candidate, q))
     if isinstance(row, RawEvent):
-        return raw_item(row, components)
+        return raw_item(row, components, merged_ids)
     valid = from_db_time(row.valid_at)
     ends = None if row.invalid_at is None else from_db_time(row.invalid_at)
     shown, faded, coarse = present(row.text, row.kind, row.gist, row.cue_key, valid, q)
@@ -720,14 +799,20 @@ def recall_item(candidate: Candidate, q: RecallQuery) -> RecallItem:
         components=components,
         gist=faded,
         coarse_time=coarse,
+        role=row.role,
+        occurrences=1 + len(merged_ids),
+        merged_ids=merged_ids,
     )
 
 
-def raw_item(event: RawEvent, components: ScoreComponents) -> RecallItem:
+def raw_item(event: RawEvent, components: ScoreComponents, merged_ids: list[str]) -> RecallItem:
     return RecallItem(
         **NOT_RAW,
         id=event.id,
         text=event.text,
+        role=event.role,
+        occurrences=1 + len(merged_ids),
+        merged_ids=merged_ids,
         expired=False,
         source_event_id=event.id,
         occurred_at=from_db_time(event.occurred_at),
