@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -62,7 +61,7 @@ from ..db.times import db_time, from_db_time
 from ..llm.embeddings import Vector, cosine, from_blob
 from ..models import Basis, MemoryKind, RecallItem, Role, ScoreComponents
 from ..store.facts import FADING_KINDS, valid_as_of
-from .text import literal, phrase_tokens, query_tokens, scope_token
+from .text import clause_tokens, literal, phrase_tokens, scope_token
 
 PER_TERM = 200
 """Most recent eligible in-scope documents taken per query token."""
@@ -80,8 +79,6 @@ CONJUNCTIONS = 8
 """Most conjunctions looked up per query."""
 CONJOINED_KEPT = 150
 """Most documents found by conjunctions that are scored."""
-CLAUSE = re.compile(r"[\n.!?;。！？；]+")
-"""Where a query's clauses end."""
 PHRASE_TOKENS = 16
 """Longest query (in tokens) also looked up as a phrase."""
 RANKED = 50
@@ -211,9 +208,8 @@ from events e where id in ({ids}) {exclude}
 SOURCE_SEQ = "(select x.seq from events x where x.id = m.event_id)"
 
 SELECT_LINKED = """
-select to_id from relations where kind = 'related' and from_id = ?
-union
-select from_id from relations where kind = 'related' and to_id = ?
+select from_id, to_id from relations
+where kind = 'related' and (from_id in ({ids}) or to_id in ({ids}))
 """
 SELECT_SCAN = f"""
 select m.id, v.vector from memories m
@@ -413,7 +409,9 @@ def lexical_matches(
     and whether any term had more matches than ``PER_TERM``."""
     scope = scope_match(conn, q)
     newest = conn.execute(COUNT_DOCS).fetchone()[0] or 1  # documents ever indexed: cheap
-    terms = informative_terms(conn, query_tokens(q.query), scope, newest)
+    clauses = clause_tokens(q.query)
+    distinct = list(dict.fromkeys(token for clause in clauses for token in clause))
+    terms = informative_terms(conn, distinct, scope, newest)
     if not terms:
         return {}, False
     bounds = {"as_of": params["as_of"], "history": params["history"], "scan": TERM_SCAN}
@@ -428,8 +426,8 @@ def lexical_matches(
     total = scope_documents(conn, q, scope, newest)
     idf = {t.text: math.log(1 + (total - min(t.df, total) + 0.5) / (t.df + 0.5)) for t in terms}
     ranked = max(RANKED, q.limit)
-    together, saturated = conjunctions(conn, q, terms, scope, ranked)
-    sequence = phrase_tokens(q.query)
+    together, saturated = conjunctions(conn, clauses, terms, scope, ranked, q.limit)
+    sequence = phrase_tokens(q.query) if len(distinct) <= PHRASE_TOKENS else []
     # Documents holding the query's tokens in its order count the phrase as one more term
     # (as rare as they are). Below ``ranked``, every document holding all the terms is a
     # candidate already, so its tokens tell; above it, FTS5 looks the phrase up.
@@ -455,7 +453,8 @@ def lexical_matches(
                 scored[num] += phrase_idf
     # relative to a document holding every searched term once: 1.0 means a full match
     capped = any(len(rows) == PER_TERM for rows in postings.values())
-    return {(kind, ref): min(1.0, scored[num] / whole) for num, kind, ref, _ in docs}, capped
+    best = sorted(docs, key=lambda doc: scored[doc[0]], reverse=True)[: 2 * ranked]
+    return {(kind, ref): min(1.0, scored[num] / whole) for num, kind, ref, _ in best}, capped
 
 
 class Term(NamedTuple):
@@ -538,7 +537,12 @@ def scope_documents(conn: sqlite3.Connection, q: RecallQuery, scope: str, newest
 
 
 def conjunctions(
-    conn: sqlite3.Connection, q: RecallQuery, terms: list[Term], scope: str, ranked: int
+    conn: sqlite3.Connection,
+    clauses: list[list[str]],
+    terms: list[Term],
+    scope: str,
+    ranked: int,
+    limit: int,
 ) -> tuple[list[int], bool]:
     """The newest documents holding the most informative terms together, however old, and
     whether more than ``ranked`` hold the query's most informative terms.
@@ -552,8 +556,8 @@ def conjunctions(
     order = [term.text for term in terms]
     budget = [CONJUNCTIONS]
     together, saturated = grown(conn, order, scope, ranked, budget)
-    groups = clauses(q.query, order)
-    if len(groups) < 2 and len(together) >= q.limit:  # one clause, enough hold its best terms
+    groups = clause_words(clauses, order)
+    if len(groups) < 2 and len(together) >= limit:  # one clause, enough hold its best terms
         return together, saturated
     tried = {frozenset(order[:2])}
     for words in groups:
@@ -567,13 +571,12 @@ def conjunctions(
     return together, saturated
 
 
-def clauses(query: str, order: list[str]) -> list[list[str]]:
-    """The words (not single characters) of each clause of ``query`` found in the scope, most
-    informative first; clauses with at least two, the most informative first."""
+def clause_words(clauses: list[list[str]], order: list[str]) -> list[list[str]]:
+    """The words (not single characters) of each clause found in the scope, most informative
+    first; clauses with at least two, the most informative first."""
     found = []
-    for clause in CLAUSE.split(query):
-        words = sorted({t for t in query_tokens(clause) if len(t) > 1 and t in order},
-                       key=order.index)  # fmt: skip
+    for clause in clauses:
+        words = sorted({t for t in clause if len(t) > 1 and t in order}, key=order.index)
         if len(words) > 1:
             found.append(words)
     return sorted(found, key=lambda words: order.index(words[1]))
@@ -710,11 +713,16 @@ def add_links(
     conn: sqlite3.Connection, found: dict[str, Candidate], params: dict[str, object]
 ) -> None:
     """One hop along explicit ``related`` links from every memory that matched."""
-    sources = [(memory_id, c.lexical) for memory_id, c in found.items() if not c.raw and c.lexical]
+    strength = {memory_id: c.lexical for memory_id, c in found.items() if not c.raw and c.lexical}
+    if not strength:
+        return
+    query: dict[str, object] = {}
+    sql = SELECT_LINKED.format(ids=named(strength, query))
     links: dict[str, float] = {}
-    for memory_id, strength in sources:
-        for (neighbour,) in conn.execute(SELECT_LINKED, (memory_id, memory_id)).fetchall():
-            links[str(neighbour)] = max(links.get(str(neighbour), 0.0), strength)
+    for pair in conn.execute(sql, query).fetchall():
+        for source, neighbour in (pair, pair[::-1]):
+            if source in strength:
+                links[neighbour] = max(links.get(neighbour, 0.0), strength[source])
     add_memories(conn, found, params, links, "link")
 
 

@@ -206,10 +206,21 @@ Words, not tokens: see ``is_function_word``."""
 def query_tokens(query: str) -> list[str]:
     """The distinct tokens of a query, in order, without function words unless the query
     has nothing else ("the who" still finds The Who)."""
-    found = list(dict.fromkeys(tokens(query)))
+    return list(dict.fromkeys(token for clause in clause_tokens(query) for token in clause))
+
+
+CLAUSE_END = re.compile(r"[\n.!?;。！？；]+")
+"""Where a sentence or a line ends."""
+
+
+def clause_tokens(query: str) -> list[list[str]]:
+    """``query_tokens`` of each clause of ``query`` (split where a sentence or a line ends),
+    from one segmentation: function words are left out if the whole query has anything else."""
+    pieces = [tokens(clause) for clause in CLAUSE_END.split(query)]
     words = surface_words(query)
-    content = [token for token in found if not is_function_word(token, words)]
-    return content or found
+    found = list(dict.fromkeys(token for piece in pieces for token in piece))
+    content = {token for token in found if not is_function_word(token, words)} or set(found)
+    return [list(dict.fromkeys(token for token in piece if token in content)) for piece in pieces]
 
 
 def match_any(terms: Iterable[str]) -> str:
