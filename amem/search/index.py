@@ -14,7 +14,7 @@ a correction (an indexed event and a new memory) and a revocation keep to it.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from ..models import Category
@@ -114,23 +114,43 @@ def index_levels(conn: sqlite3.Connection) -> int:
     """How many levels the FTS5 structure record lists (0 for an empty index).
 
     The record starts with a 4-byte cookie, then the level count as a SQLite varint."""
-    row = conn.execute(
-        "select block from search_fts_data where id = ?", (STRUCTURE_ROWID,)
-    ).fetchone()
+    row = conn.execute(SELECT_RECORD, (STRUCTURE_ROWID,)).fetchone()
     if row is None or len(row[0]) < 5:
         return 0
-    return read_varint(row[0], 4)
+    return next(varints(row[0], 4))
 
 
-def read_varint(data: bytes, start: int) -> int:
-    """A SQLite varint: big-endian 7-bit groups, high bit set on all but the last; a
-    ninth byte, if reached, carries 8 bits."""
-    value = 0
-    for position in range(start, min(start + 9, len(data))):
-        byte = data[position]
-        if position == start + 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            break
-    return value
+AVERAGES_ROWID = 1
+"""``FTS5_AVERAGES_ROWID``: the record counting the index's rows and their tokens."""
+SELECT_RECORD = "select block from search_fts_data where id = ?"
+
+
+def average_length(conn: sqlite3.Connection) -> float:
+    """The average number of tokens per indexed document (scope token included), from the
+    record FTS5 keeps for its own BM25: the row count, then the tokens of each column."""
+    row = conn.execute(SELECT_RECORD, (AVERAGES_ROWID,)).fetchone()
+    if row is None:
+        return 0.0
+    counts = varints(row[0], 0)
+    rows, tokens = next(counts, 0), next(counts, 0)
+    return tokens / rows if rows else 0.0
+
+
+def varints(data: bytes, start: int) -> Iterator[int]:
+    """The SQLite varints in ``data`` from ``start`` on: big-endian 7-bit groups, high bit
+    set on all but the last; a ninth byte, if reached, carries 8 bits."""
+    position = start
+    while position < len(data):
+        value = 0
+        for size in range(9):
+            if position >= len(data):
+                return
+            byte = data[position]
+            position += 1
+            if size == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        yield value

@@ -9,15 +9,16 @@ filter is part of the eligibility SQL on every path, so they never take a place.
 
 Evidence, with bounded work however large the archive grows:
 
-- **lexical**: each query token (function words aside) is looked up in the FTS index
-  *within the scope* (every document carries its scope token), taking at most
-  ``PER_TERM`` of its most recent documents. A token with fewer matches is rare: all of
-  them are candidates, and its idf is high. The best ``RANKED`` candidates by
-  idf-weighted term presence are scored with BM25 on their stored tokens. No query ever
-  reads every posting of a common term. When a capped term's newest documents yield
-  fewer eligible candidates than ``limit`` (revoked, amended or not yet valid at an
-  earlier ``as_of``), the terms are looked up again counting only eligible documents,
-  over at most ``TERM_SCAN`` postings each.
+- **lexical**: every query token (function words aside) has its in-scope document count
+  read, bounded (``Term``); the ``MAX_TERMS`` most informative are scored, wherever they
+  stand in a long query. Candidates: documents holding the most informative terms
+  together, found by FTS5 conjunctions however old (``conjunctions``), those holding the
+  query as a phrase, and the ``PER_TERM`` most recent documents of the ``POSTED_TERMS``
+  most informative terms, the best ``RANKED`` by idf-weighted presence. All are scored
+  with BM25 on their stored tokens. No query ever reads every posting of a common term.
+  When a capped term's newest documents yield fewer eligible candidates than ``limit``
+  (revoked, amended or not yet valid at an earlier ``as_of``), the terms are looked up
+  again counting only eligible documents, over at most ``TERM_SCAN`` postings each.
 - **source-event keys**: a matching original event brings in the current memories
   derived from it (a Chinese message finds the English memory extracted from it).
 - **one-hop links**: memories linked by ``related`` to a matching memory join with a
@@ -61,6 +62,7 @@ from ..db.times import db_time, from_db_time
 from ..llm.embeddings import Vector, cosine, from_blob
 from ..models import Basis, MemoryKind, RecallItem, Role, ScoreComponents
 from ..store.facts import FADING_KINDS, valid_as_of
+from .index import average_length
 from .text import clause_tokens, literal, phrase_tokens, scope_token
 
 PER_TERM = 200
@@ -173,7 +175,7 @@ end
 limit :per_term
 """
 COUNT_TERM = f"""
-select {{n}}, count(*), max(rowid) from (
+select {{n}}, count(*), min(rowid), max(rowid) from (
     select rowid from search_fts where search_fts match ? limit {PER_TERM}
 )
 """
@@ -421,7 +423,7 @@ def lexical_matches(
         found = conn.execute(select_term, {**bounds, "match": match, "per_term": PER_TERM})
         postings[term.text] = [rowid for (rowid,) in found]
     if select_term == SELECT_TERM:  # all postings, not only eligible ones: both ends known
-        terms = [term.refined(postings.get(term.text), newest) for term in terms]
+        terms = [term.refined(postings.get(term.text)) for term in terms]
         terms.sort(key=lambda term: term.df)
     total = scope_documents(conn, q, scope, newest)
     idf = {t.text: math.log(1 + (total - min(t.df, total) + 0.5) / (t.df + 0.5)) for t in terms}
@@ -442,7 +444,7 @@ def lexical_matches(
     marks = ", ".join("?" * len(chosen))
     docs = conn.execute(SELECT_DOCS.format(marks), chosen).fetchall()
     tokens = {num: stored.split()[1:] for num, _, _, stored in docs}  # the first: the scope's
-    scored = bm25(tokens, idf)
+    scored = bm25(tokens, idf, average_length(conn) - 1)  # less the scope token
     whole = sum(idf.values())
     if len(sequence) > 1:
         holding = set(phrase) | {num for num, words in tokens.items() if holds(words, sequence)}
@@ -458,37 +460,38 @@ def lexical_matches(
 
 
 class Term(NamedTuple):
-    """A query token found in the scope, and how many of its documents there are."""
+    """A query token found in the scope, and how many documents hold it."""
 
     text: str
-    counted_docs: int
+    counted: int
     """Its in-scope documents, up to ``PER_TERM``."""
-    oldest: int
+    first: int
+    """Its oldest document."""
+    oldest_last: int
     """The last of its (up to ``PER_TERM``) oldest documents."""
-    newest: int | None = None
-    """The first of its ``PER_TERM`` newest documents, once read."""
-    df: float = 0.0
+    df: float
     """In-scope documents holding it: exact below ``PER_TERM``; else estimated from how
     densely its oldest (and, once read, newest) postings lie in the index."""
 
     @classmethod
-    def counted(cls, text: str, count: int, oldest: int, newest_doc: int) -> Term:
-        df = float(count) if count < PER_TERM else PER_TERM * newest_doc / oldest
-        return cls(text, count, oldest, df=df)
+    def from_count(cls, text: str, counted: int, first: int, oldest_last: int, newest: int) -> Term:
+        """Its oldest postings' density, assumed to hold up to the ``newest`` document."""
+        df = float(counted)
+        if counted == PER_TERM:
+            df = PER_TERM * (newest - first + 1) / (oldest_last - first + 1)
+        return cls(text, counted, first, oldest_last, df)
 
-    def refined(self, rows: list[int] | None, newest_doc: int) -> Term:
-        """With its newest postings (``rows``, newest first): where the oldest and newest
+    def refined(self, rows: list[int] | None) -> Term:
+        """With its newest postings (``rows``, newest first): where its oldest and newest
         ``PER_TERM`` overlap, the exact count; else both ends' density over the gap."""
-        if self.counted_docs < PER_TERM or not rows or len(rows) < PER_TERM:
+        if self.counted < PER_TERM or not rows or len(rows) < PER_TERM:
             return self
-        first = rows[-1]
-        df: float
-        if first <= self.oldest:
-            df = PER_TERM + sum(1 for rowid in rows if rowid > self.oldest)
-        else:
-            ends = self.oldest + (newest_doc - first + 1)
-            df = 2 * PER_TERM * (1 + (first - self.oldest - 1) / max(1, ends))
-        return self._replace(newest=first, df=float(df))
+        newest_first = rows[-1]
+        if newest_first <= self.oldest_last:
+            return self._replace(df=float(PER_TERM + sum(r > self.oldest_last for r in rows)))
+        ends = (self.oldest_last - self.first + 1) + (rows[0] - newest_first + 1)
+        gap = newest_first - self.oldest_last - 1
+        return self._replace(df=2 * PER_TERM * (1 + gap / ends))
 
 
 def scope_match(conn: sqlite3.Connection, q: RecallQuery) -> str:
@@ -523,7 +526,8 @@ def term_stats(conn: sqlite3.Connection, tokens: list[str], scope: str, newest: 
         batch = tokens[start : start + STATS_BATCH]
         sql = " union all ".join(COUNT_TERM.format(n=n) for n in range(len(batch)))
         rows = conn.execute(sql, [f"{literal(token)}{scope}" for token in batch]).fetchall()
-        terms += [Term.counted(batch[n], count, oldest or 0, newest) for n, count, oldest in rows]
+        for n, counted, first, oldest_last in rows:
+            terms.append(Term.from_count(batch[n], counted, first or 0, oldest_last or 0, newest))
     return terms
 
 
@@ -556,9 +560,10 @@ def conjunctions(
     order = [term.text for term in terms]
     budget = [CONJUNCTIONS]
     together, saturated = grown(conn, order, scope, ranked, budget)
-    groups = clause_words(clauses, order)
-    if len(groups) < 2 and len(together) >= limit:  # one clause, enough hold its best terms
+    spoken = [clause for clause in clauses if any(token in order for token in clause)]
+    if len(spoken) < 2 and len(together) >= limit:  # one clause; enough hold its best terms
         return together, saturated
+    groups = clause_words(clauses, order)
     tried = {frozenset(order[:2])}
     for words in groups:
         for first, second in itertools.combinations(words, 2):
@@ -626,9 +631,12 @@ def holds(words: list[str], sequence: list[str]) -> bool:
     return any(words[n : n + size] == sequence for n, word in enumerate(words) if word == first)
 
 
-def bm25(documents: dict[int, list[str]], idf: dict[str, float]) -> dict[int, float]:
-    """Okapi BM25 of each document's tokens for the query terms in ``idf``."""
-    average = sum(map(len, documents.values())) / max(1, len(documents)) or 1.0
+def bm25(
+    documents: dict[int, list[str]], idf: dict[str, float], average: float
+) -> dict[int, float]:
+    """Okapi BM25 of each document's tokens for the query terms in ``idf``, ``average`` the
+    index's average document length (as FTS5's own ``bm25`` has it)."""
+    average = average if average > 0 else 1.0
     scores = {}
     for rowid, words in documents.items():
         norm = K1 * (1 - B + B * len(words) / average)
