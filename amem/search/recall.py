@@ -453,10 +453,13 @@ def lexical_matches(
             whole += phrase_idf
             for num in holding & scored.keys():
                 scored[num] += phrase_idf
-    # relative to a document holding every searched term once: 1.0 means a full match
     capped = any(len(rows) == PER_TERM for rows in postings.values())
     best = sorted(docs, key=lambda doc: scored[doc[0]], reverse=True)[: 2 * ranked]
-    return {(kind, ref): min(1.0, scored[num] / whole) for num, kind, ref, _ in best}, capped
+    # Relative to a document of average length holding every searched term once (1.0: a
+    # full match), or to the best, if a shorter one scores more: never clipped, so a short
+    # document holding some terms does not tie with one holding them all.
+    scale = max([whole] + [scored[num] for num, *_ in best[:1]])
+    return {(kind, ref): scored[num] / scale for num, kind, ref, _ in best}, capped
 
 
 class Term(NamedTuple):
@@ -512,8 +515,9 @@ def informative_terms(
     """The query's tokens found in the scope, fewest documents first, at most ``MAX_TERMS``.
 
     Every token's document frequency is read (a bounded count), so a long query is searched
-    by its most informative words wherever they stand in it. A single character is left out
-    when a query word found in the scope holds it: it would add only noise."""
+    by its most informative words wherever they stand in it. Single characters count too,
+    as in an exhaustive BM25: a CJK word's characters are indexed with it, and counting
+    them ranks the memory holding the query's informative words first."""
     found = [term for term in term_stats(conn, tokens, scope, newest) if term.df]
     return sorted(found, key=lambda term: term.df)[:MAX_TERMS]
 
@@ -640,9 +644,12 @@ def bm25(
     scores = {}
     for rowid, words in documents.items():
         norm = K1 * (1 - B + B * len(words) / average)
-        counts = Counter(words)
-        found = [(weight, counts[term]) for term, weight in idf.items() if term in counts]
-        scores[rowid] = sum(weight * n * (K1 + 1) / (n + norm) for weight, n in found)
+        total = 0.0
+        for term, n in Counter(words).items():
+            weight = idf.get(term)
+            if weight is not None:
+                total += weight * n * (K1 + 1) / (n + norm)
+        scores[rowid] = total
     return scores
 
 
