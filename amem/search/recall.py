@@ -83,6 +83,9 @@ CONJOINED_KEPT = 150
 """Most documents found by conjunctions that are scored."""
 PHRASE_TOKENS = 16
 """Longest query (in tokens) also looked up as a phrase."""
+PHRASE_WINDOW = 250_000
+"""Newest documents a phrase lookup reads (the phrase of an older one still counts when
+it is a candidate already)."""
 RANKED = 50
 """Candidates scored with BM25 (by idf-weighted presence first), or ``limit`` if more. The
 same for every limit up to it, so a smaller limit returns a prefix of a larger one's items.
@@ -155,6 +158,13 @@ ELIGIBLE_ROW = ELIGIBLE.replace("m.persona =", "+m.persona =").replace(
 )
 SELECT_TERM = """
 select rowid from search_fts where search_fts match :match order by rowid desc limit :per_term
+"""
+# In rowid order: FTS5 reads a long doclist backwards only by walking it from its start.
+SELECT_SOME = """
+select rowid from search_fts where search_fts match :match limit :per_term
+"""
+SELECT_PHRASE = """
+select rowid from search_fts where search_fts match :match and rowid > :floor limit :per_term
 """
 # The same, counting only documents that are evidence at as_of: when the newest matches of
 # a common term are revoked, amended or not yet valid, they must not take the places of
@@ -433,7 +443,7 @@ def lexical_matches(
     # Documents holding the query's tokens in its order count the phrase as one more term
     # (as rare as they are). Below ``ranked``, every document holding all the terms is a
     # candidate already, so its tokens tell; above it, FTS5 looks the phrase up.
-    phrase = phrase_matches(conn, sequence, scope, ranked) if saturated else []
+    phrase = phrase_matches(conn, sequence, scope, ranked, newest) if saturated else []
     presence: defaultdict[int, float] = defaultdict(float)
     for text, rows in postings.items():
         for rowid in rows:
@@ -611,22 +621,28 @@ def grown(
             continue
         budget[0] -= 1
         match = " AND ".join(map(literal, chosen)) + scope
-        rows = conn.execute(SELECT_TERM, {"match": match, "per_term": ranked}).fetchall()
+        rows = conn.execute(SELECT_SOME, {"match": match, "per_term": ranked}).fetchall()
         if len(rows) < ranked:  # all of them: fewer hold one more term
             return [r for (r,) in rows] + [r for r in found if r not in rows], False
         found = [r for (r,) in rows]
-    return found, len(found) >= ranked
+    if len(found) < ranked or len(chosen) < 2:
+        return found, False
+    match = " AND ".join(map(literal, chosen)) + scope  # too many: the newest of them
+    rows = conn.execute(SELECT_TERM, {"match": match, "per_term": ranked}).fetchall()
+    return [r for (r,) in rows], True
 
 
 def phrase_matches(
-    conn: sqlite3.Connection, sequence: list[str], scope: str, ranked: int
+    conn: sqlite3.Connection, sequence: list[str], scope: str, ranked: int, newest: int
 ) -> list[int]:
-    """The newest documents holding ``sequence`` (a query's ``phrase_tokens``) in order."""
+    """Documents holding ``sequence`` (a query's ``phrase_tokens``) in order, among the
+    ``PHRASE_WINDOW`` newest documents: a phrase of common words costs FTS5 the positions
+    of every document holding them all, so the lookup is bounded like the rest."""
     if not 1 < len(sequence) <= PHRASE_TOKENS:
         return []
     match = literal(" ".join(sequence)) + scope
-    rows = conn.execute(SELECT_TERM, {"match": match, "per_term": ranked}).fetchall()
-    return [r for (r,) in rows]
+    query = {"match": match, "per_term": ranked, "floor": newest - PHRASE_WINDOW}
+    return [rowid for (rowid,) in conn.execute(SELECT_PHRASE, query)]
 
 
 def holds(words: list[str], sequence: list[str]) -> bool:
