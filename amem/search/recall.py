@@ -36,7 +36,7 @@ with perfect priors is left unread (``add_candidates``); the items are the same.
 A query with no evidence returns nothing, never unrelated memories. The score is the
 evidence (weighted lexical, semantic and link parts) scaled by the priors (basis,
 confidence, freshness), each part in 0..1 and reported on the item (``score``): lexical
-(BM25 relative to a document holding every query term once), semantic (cosine), link,
+(BM25 relative to a full match, or to the best candidate), semantic (cosine), link,
 basis, confidence and freshness (``0.5 ** (age / half-life)``, age from ``valid_at`` to
 ``as_of``).
 
@@ -76,7 +76,7 @@ POSTED_TERMS = 12
 STATS_BATCH = 100
 """Tokens whose document frequency one statement reads (SQLite allows 500 compound terms)."""
 CONJOINED = 4
-"""Most informative common terms whose conjunction is looked up."""
+"""Most terms one conjunction holds (its most informative ones)."""
 CONJUNCTIONS = 8
 """Most conjunctions looked up per query."""
 CONJOINED_KEPT = 150
