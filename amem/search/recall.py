@@ -71,7 +71,7 @@ TERM_SCAN = 2000
 """Most recent in-scope postings examined per query token to find them."""
 MAX_TERMS = 64
 """Most informative query terms (fewest documents in the scope) scored."""
-POSTED_TERMS = 12
+POSTED_TERMS = 8
 """Most informative terms whose newest postings are read."""
 STATS_BATCH = 100
 """Tokens whose document frequency one statement reads (SQLite allows 500 compound terms)."""
@@ -79,7 +79,7 @@ CONJOINED = 4
 """Most terms one conjunction holds (its most informative ones)."""
 CONJUNCTIONS = 8
 """Most conjunctions looked up per query."""
-CONJOINED_KEPT = 150
+CONJOINED_KEPT = 100
 """Most documents found by conjunctions that are scored."""
 PHRASE_TOKENS = 16
 """Longest query (in tokens) also looked up as a phrase."""
@@ -572,20 +572,19 @@ def conjunctions(
     that name nothing), most informative first, each narrowed by the clause's other words
     while too many documents hold it. At most ``CONJUNCTIONS`` lookups."""
     order = [term.text for term in terms]
-    budget = [CONJUNCTIONS]
-    together, saturated = grown(conn, order, scope, ranked, budget)
+    lookups = Intersections(conn, scope, ranked)
+    together, saturated = grown(lookups, order)
     spoken = [clause for clause in clauses if any(token in order for token in clause)]
     if len(spoken) < 2 and len(together) >= limit:  # one clause; enough hold its best terms
         return together, saturated
-    groups = clause_words(clauses, order)
     tried = {frozenset(order[:2])}
-    for words in groups:
+    for words in clause_words(clauses, order):
         for first, second in itertools.combinations(words, 2):
-            if frozenset((first, second)) in tried or budget[0] == 0:
+            if frozenset((first, second)) in tried or not lookups.left:
                 continue
             tried.add(frozenset((first, second)))
             rest = [word for word in words if word not in (first, second)]
-            rows, _ = grown(conn, [first, second, *rest], scope, ranked, budget)
+            rows, _ = grown(lookups, [first, second, *rest])
             together += [rowid for rowid in rows if rowid not in together]
     return together, saturated
 
@@ -601,35 +600,57 @@ def clause_words(clauses: list[list[str]], order: list[str]) -> list[list[str]]:
     return sorted(found, key=lambda words: order.index(words[1]))
 
 
-def grown(
-    conn: sqlite3.Connection, terms: list[str], scope: str, ranked: int, budget: list[int]
-) -> tuple[list[int], bool]:
+class Intersections:
+    """One query's FTS5 conjunctions: each set of terms looked up once, at most
+    ``CONJUNCTIONS`` lookups."""
+
+    def __init__(self, conn: sqlite3.Connection, scope: str, ranked: int) -> None:
+        self.conn, self.scope, self.ranked = conn, scope, ranked
+        self.left = CONJUNCTIONS
+        self.known: dict[tuple[frozenset[str], bool], list[int]] = {}
+
+    def holding(self, terms: list[str], newest: bool = False) -> list[int] | None:
+        """Up to ``ranked`` documents holding every term (the newest ones if ``newest``,
+        else in rowid order: cheaper); None once no lookup is left."""
+        key = (frozenset(terms), newest)
+        if key not in self.known:
+            if not self.left:
+                return None
+            self.left -= 1
+            match = " AND ".join(map(literal, terms)) + self.scope
+            rows = self.conn.execute(
+                SELECT_TERM if newest else SELECT_SOME, {"match": match, "per_term": self.ranked}
+            )
+            self.known[key] = [rowid for (rowid,) in rows]
+        return self.known[key]
+
+
+def grown(lookups: Intersections, terms: list[str]) -> tuple[list[int], bool]:
     """Documents holding the first terms together: terms join, most informative first, while
     more than ``ranked`` documents hold them all (at most ``CONJOINED``); then those holding
     the most, and whether more than ``ranked`` do. A word inside a chosen word (``编号`` in
     ``项目编号``) adds nothing and is skipped. Growing from two terms keeps each
     intersection cheap: it stops at ``ranked`` documents."""
     chosen: list[str] = []
+    held: list[str] = []  # the terms ``found`` holds
     found: list[int] = []
     for term in terms:
-        if len(chosen) == CONJOINED or budget[0] == 0:
+        if len(chosen) == CONJOINED:
             break
         if any(term in word for word in chosen):
             continue
         chosen.append(term)
         if len(chosen) == 1:
             continue
-        budget[0] -= 1
-        match = " AND ".join(map(literal, chosen)) + scope
-        rows = conn.execute(SELECT_SOME, {"match": match, "per_term": ranked}).fetchall()
-        if len(rows) < ranked:  # all of them: fewer hold one more term
-            return [r for (r,) in rows] + [r for r in found if r not in rows], False
-        found = [r for (r,) in rows]
-    if len(found) < ranked or len(chosen) < 2:
+        rows = lookups.holding(chosen)
+        if rows is None:
+            break
+        if len(rows) < lookups.ranked:  # all of them: fewer hold one more term
+            return rows + [rowid for rowid in found if rowid not in rows], False
+        held, found = list(chosen), rows
+    if len(found) < lookups.ranked:
         return found, False
-    match = " AND ".join(map(literal, chosen)) + scope  # too many: the newest of them
-    rows = conn.execute(SELECT_TERM, {"match": match, "per_term": ranked}).fetchall()
-    return [r for (r,) in rows], True
+    return lookups.holding(held, newest=True) or found, True
 
 
 def phrase_matches(
