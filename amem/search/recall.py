@@ -547,11 +547,13 @@ def term_stats(conn: sqlite3.Connection, tokens: list[str], scope: str, newest: 
 
 def scope_documents(conn: sqlite3.Connection, q: RecallQuery, scope: str, newest: int) -> float:
     """Documents of the scope: those ever indexed when it is alone, else estimated like a
-    term's frequency from its scope token."""
+    term's frequency from its scope token's oldest and newest postings."""
     if not scope:
         return float(newest)
-    [term] = term_stats(conn, [scope_token(q.persona, q.project)], "", newest)
-    return max(1.0, term.df)
+    token = scope_token(q.persona, q.project)
+    [term] = term_stats(conn, [token], "", newest)
+    rows = conn.execute(SELECT_TERM, {"match": literal(token), "per_term": PER_TERM})
+    return max(1.0, term.refined([rowid for (rowid,) in rows]).df)
 
 
 def conjunctions(
