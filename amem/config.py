@@ -54,8 +54,17 @@ class Settings(BaseSettings):
     embed_min_similarity: float = Field(default=0.3, ge=-1, le=1)
     """Cosine similarity below which a vector match is no evidence (a per-model setting:
     some models score unrelated text high)."""
-    semantic_scan: int = Field(default=2000, ge=1, le=10_000_000)
-    """Most recent eligible vectors that ``semantic`` recall scans (``deep`` scans all)."""
+    semantic_scan: int = Field(default=100_000, ge=1, le=100_000_000)
+    """Newest vectors of the scope that ``semantic`` (and ``auto``) recall searches;
+    ``deep`` searches all."""
+    auto_min_coverage: float = Field(default=0.8, ge=0, le=1)
+    """``auto`` recall is hybrid when vectors cover at least this share of the scope's
+    memories and events, lexical otherwise."""
+    embed_query_timeout: float = Field(default=5.0, gt=0, le=3600)
+    """Seconds a recall waits for its query's embedding before ranking lexically."""
+    vector_memory_mb: int = Field(default=2048, ge=0)
+    """Memory for vectors held for search, over all scopes (least recently used scopes go
+    first; a scope larger than this is searched from the file, slower)."""
 
     freshness_half_life_days: float = Field(default=180.0, gt=0)
     """Ranking decay: a memory this old scores half the freshness of a new one."""

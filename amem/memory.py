@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -59,6 +61,7 @@ from .limits import (
     MAX_RECALL_LIMIT,
 )
 from .llm import embeddings, extraction
+from .llm.embeddings import Vector
 from .llm.pipeline import Pipeline, Progress
 from .models import (
     MEMORY_KINDS,
@@ -86,6 +89,7 @@ from .ops import doctor, files, transfer
 from .search import index
 from .search.recall import RecallQuery, recall_memories
 from .search.text import segment_off_loop, warm_up
+from .search.vectors import Matrices
 from .store import (
     capture,
     checkpoints,
@@ -103,6 +107,12 @@ from .store import (
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+QUERY_VECTORS = 256
+"""Query embeddings kept per ``Memory`` (an agent often asks the same thing again)."""
+LEXICAL_RECHECK = 30.0
+"""Seconds ``auto`` recall ranks a scope it found too little embedded lexically, without
+embedding the query, before it looks at the scope's vectors again."""
 
 
 @asynccontextmanager
@@ -183,6 +193,11 @@ class Runtime:
         self.settings = settings
         self.pipeline = pipeline
         self.closed = False
+        self.matrices = Matrices(settings.vector_memory_mb << 20)
+        self.query_vectors: OrderedDict[str, Vector] = OrderedDict()
+        """The latest queries' embeddings (``QUERY_VECTORS`` of them), newest last."""
+        self.lexical_scopes: dict[tuple[str, str], float] = {}
+        """When ``auto`` recall last found a scope too little embedded (monotonic time)."""
 
     async def read(
         self,
@@ -221,12 +236,17 @@ class Runtime:
             )
         return self.pipeline
 
-    def extract_later(self, receipts: Sequence[EventReceipt]) -> None:
-        """Queue the ``pending`` events for extraction (after COMMIT, never awaited)."""
+    def after_commit(
+        self, receipts: Sequence[EventReceipt], memory_ids: Sequence[str] = ()
+    ) -> None:
+        """Queue the ``pending`` events for extraction, and new events and memories for
+        embedding (after COMMIT, never awaited)."""
         if self.pipeline is not None:
             for receipt in receipts:
                 if receipt.status == "pending":
                     self.pipeline.enqueue(receipt.event_id)
+            fresh = [("event", r.event_id) for r in receipts if not r.duplicate]
+            self.pipeline.embed_later(fresh + [("memory", m) for m in memory_ids])
 
     async def aclose(self) -> None:
         self.closed = True
@@ -412,7 +432,7 @@ class Scope:
                 "source": source, "category": category, "occurred_at": occurred_at}  # fmt: skip
         [event] = await self._new_events([item])
         receipt = await self._runtime.write(events.insert_event, event)
-        self._runtime.extract_later([receipt])
+        self._runtime.after_commit([receipt])
         return receipt
 
     async def read(self, id: str, *, offset: int = 0, limit: int = DEFAULT_READ_CHARS) -> Evidence:
@@ -439,13 +459,15 @@ class Scope:
         event_id = require_name(event_id, "event_id")
         drafts = parse_drafts(memories)
         segmented = await segment_off_loop([draft.text for draft in drafts])
-        return await self._write(
+        records = await self._write(
             facts.derive_memories,
             event_id=event_id,
             drafts=drafts,
             segmented=segmented,
             now=db_now(),
         )
+        self._runtime.after_commit([], [record.id for record in records])
+        return records
 
     async def recall(
         self,
@@ -454,7 +476,7 @@ class Scope:
         limit: int = 10,
         as_of: str | datetime | None = None,
         include_history: bool = False,
-        mode: str = "fast",
+        mode: str = "auto",
         kinds: Collection[str] | None = None,
         exclude_event_ids: Collection[str] | None = None,
         exclude_from_seq: int | None = None,
@@ -499,41 +521,66 @@ class Scope:
             fade_after_days=settings.fade_after_days,
             coarsen_after_days=settings.coarsen_after_days,
         )
-        warnings: list[str] = []
-        if mode != "fast":
-            request, warnings = await self._with_query_vector(request, mode)
-        items, found = await self._runtime.read(recall_memories, request)
+        request, warnings = await self._with_query_vector(request, mode)
+        found = await self._runtime.read(recall_memories, request, self._runtime.matrices)
+        if request.auto_coverage is not None and not found.hybrid:
+            self._runtime.lexical_scopes[(self.persona, self.project)] = time.monotonic()
         return RecallResult(
             query=query,
             persona=self.persona,
             project=self.project,
             as_of=when,
             mode=mode,
+            ranking="hybrid" if found.hybrid else "lexical",
             include_history=include_history,
-            items=items,
-            warnings=warnings + found,
+            items=found.items,
+            warnings=warnings + found.warnings,
         )
 
     async def _with_query_vector(
         self, request: RecallQuery, mode: str
     ) -> tuple[RecallQuery, list[str]]:
-        """Embed the query for ``semantic``/``deep`` recall (outside any transaction)."""
-        settings, pipeline = self._runtime.settings, self._runtime.pipeline
-        if not settings.embedding_enabled or pipeline is None:
+        """The request with its query's embedding (made outside any transaction) where the
+        mode and the scope call for one, and warnings when it cannot be made.
+
+        ``auto`` asks for no embedding without an embedding endpoint, nor for
+        ``LEXICAL_RECHECK`` seconds after it last found this scope too little embedded.
+        """
+        settings, runtime = self._runtime.settings, self._runtime
+        if mode == "fast":
+            return request, []
+        if mode == "auto":
+            since = runtime.lexical_scopes.get((self.persona, self.project))
+            if not settings.embedding_enabled or (
+                since is not None and time.monotonic() - since < LEXICAL_RECHECK
+            ):
+                return request, []
+        if not settings.embedding_enabled or runtime.pipeline is None:
             return request, [f"{mode} mode needs an embedding endpoint; ranked lexically"]
-        try:
-            [vector] = await embeddings.embed(
-                pipeline.client, settings, [request.query], query=True
-            )
-        except UpstreamError as exc:
-            return request, [f"the query could not be embedded ({exc.message}); ranked lexically"]
-        scan = settings.semantic_scan if mode == "semantic" else None
+        vector = runtime.query_vectors.get(request.query)
+        if vector is None:
+            try:
+                with anyio.fail_after(settings.embed_query_timeout):
+                    [vector] = await embeddings.embed(
+                        runtime.pipeline.client, settings, [request.query], query=True
+                    )
+            except TimeoutError:
+                return request, ["the query's embedding took too long; ranked lexically"]
+            except UpstreamError as exc:
+                return request, [
+                    f"the query could not be embedded ({exc.message}); ranked lexically"
+                ]
+            runtime.query_vectors[request.query] = vector
+            while len(runtime.query_vectors) > QUERY_VECTORS:
+                runtime.query_vectors.popitem(last=False)
+        runtime.query_vectors.move_to_end(request.query)
         with_vector = replace(
             request,
             vector=vector,
             fingerprint=settings.embed_fingerprint,
-            scan=scan,
+            scan=None if mode == "deep" else settings.semantic_scan,
             min_similarity=settings.embed_min_similarity,
+            auto_coverage=settings.auto_min_coverage if mode == "auto" else None,
         )
         return with_vector, []
 
@@ -683,7 +730,7 @@ class Scope:
         if reason is not None:
             reason = require_text(reason, "reason", max_chars=MAX_NOTE_CHARS)
         [segmented] = await segment_off_loop([text])
-        return await self._write(
+        done = await self._write(
             corrections.correct,
             memory_id=memory_id,
             text=text,
@@ -693,6 +740,10 @@ class Scope:
             correction_event_id=new_event_id(),
             now=db_now(),
         )
+        if self._runtime.pipeline is not None:
+            keys = [("event", done.correction_event_id), ("memory", done.memory.id)]
+            self._runtime.pipeline.embed_later(keys)
+        return done
 
     async def delete(
         self, *, event_id: str | None = None, memory_id: str | None = None
@@ -787,7 +838,7 @@ class Scope:
             checkpoint=fields,
             now=db_now(),
         )
-        self._runtime.extract_later(result.receipts)
+        self._runtime.after_commit(result.receipts)
         return result
 
     async def capture_transcript(

@@ -24,7 +24,7 @@ MemoryKind = Literal[
     "fact", "preference", "agreement", "growth", "episode", "observation", "emotion"
 ]
 Basis = Literal["user_statement", "assistant_expression", "inference"]
-RecallMode = Literal["fast", "semantic", "deep"]
+RecallMode = Literal["auto", "fast", "semantic", "deep"]
 
 # Each enumeration is its Literal type; the value tuples below are derived from it, and
 # argparse choices and MCP schemas use these (the MCP schemas through the types).
@@ -208,6 +208,9 @@ class ScoreComponents(Record):
     lexical: float
     semantic: float
     link: float
+    fusion: float | None = None
+    """Hybrid recall's reciprocal-rank fusion of the lexical and dense lists, which is
+    then the item's score; None in ``fast`` mode."""
     basis: float
     confidence: float
     freshness: float
@@ -256,6 +259,10 @@ class RecallResult(Record):
     project: str
     as_of: datetime
     mode: RecallMode
+    """The mode asked for."""
+    ranking: Literal["lexical", "hybrid"] = "lexical"
+    """How the items were ranked: by their words alone, or fused with vector search
+    (``auto`` is hybrid when the scope's vectors cover it)."""
     include_history: bool
     items: list[RecallItem]
     warnings: list[str]
@@ -355,8 +362,12 @@ class Status(Record):
     revoked: int
     embedded: int
     """Current memories with a vector of the configured fingerprint."""
+    embedded_events: int = 0
+    """Conversation and correction events with a vector of the configured fingerprint."""
     coverage: float | None
-    """``embedded / memories``; None when no embedding endpoint is configured."""
+    """Share of the current memories and indexed events that have a vector; None when no
+    embedding endpoint is configured. ``auto`` recall is hybrid when it is at least
+    ``Settings.auto_hybrid_coverage``."""
     fingerprint: str | None
     extraction: bool
     """True when an extraction endpoint is configured."""

@@ -132,7 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     recall.add_argument("query", metavar="QUERY")
     recall.add_argument("--limit", type=int, default=10, help="1 to 200 (default 10)")
-    recall.add_argument("--mode", default="fast", choices=RECALL_MODES)
+    recall.add_argument(
+        "--mode",
+        default="auto",
+        choices=RECALL_MODES,
+        help="auto (default): hybrid when the scope's vectors cover it, else fast (words only)",
+    )
     recall.add_argument("--as-of", help="what was true at this ISO-8601 time")
     recall.add_argument("--history", action="store_true", help="include facts that expired")
     recall.add_argument("--kind", action="append", dest="kinds", help="only this kind (repeatable)")

@@ -13,6 +13,13 @@ v5  the index rebuilt from the source texts with stemmed tokens (``search.text``
     words are stored and looked up as their Snowball stems). No DDL: the caller's
     ``reindex`` re-segments every indexed text inside the migration's transaction, so a
     file is either wholly at v4 with its old index or wholly at v5 with the new one
+v6  ``vectors`` replaces ``embeddings``: vectors of memories and of conversation events
+    (long events in chunks), numbered in insertion order so a scope's in-memory matrix
+    loads only rows it has not seen; ``vector_epochs`` counts each scope's deleted or
+    changed vector rows (kept by triggers, so no path can forget), which makes a loaded
+    matrix reload. ``erased_events`` holds one tombstone per erased event (a hash of its
+    ID and scope, no content); ``scope_limits`` holds optional per-scope capacity limits;
+    ``memories.revoke_reason`` says why a memory was retracted
 
 Each migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
 after taking the write lock, so processes that start at the same time on a new file
@@ -30,7 +37,7 @@ from pathlib import Path
 from ..errors import StorageError
 from .drivers import open_sqlite
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 V1 = (
     """
@@ -200,12 +207,79 @@ V4 = (
     "insert into search_fts (search_fts) values ('rebuild')",
 )
 
+V6 = (
+    """
+    create table vectors (
+        num integer primary key autoincrement,
+        persona text not null,
+        project text not null,
+        doc_kind text not null check (doc_kind in ('memory', 'event')),
+        ref text not null,
+        chunk integer not null check (chunk >= 0),
+        fingerprint text not null,
+        dim integer not null,
+        vector blob not null,
+        text_hash text not null,
+        created_at text not null,
+        unique (fingerprint, doc_kind, ref, chunk)
+    )
+    """,
+    "create index vectors_by_scope on vectors (persona, project, fingerprint, num)",
+    "create index vectors_by_ref on vectors (doc_kind, ref)",
+    """
+    insert into vectors
+        (persona, project, doc_kind, ref, chunk, fingerprint, dim, vector, text_hash, created_at)
+    select m.persona, m.project, 'memory', v.memory_id, 0, v.fingerprint, v.dim, v.vector,
+        v.text_hash, v.created_at
+    from embeddings v join memories m on m.id = v.memory_id
+    order by m.num
+    """,
+    "drop table embeddings",
+    """
+    create table vector_epochs (
+        persona text not null,
+        project text not null,
+        epoch integer not null,
+        primary key (persona, project)
+    ) without rowid
+    """,
+    """
+    create trigger vectors_deleted after delete on vectors begin
+        insert into vector_epochs (persona, project, epoch) values (old.persona, old.project, 1)
+        on conflict (persona, project) do update set epoch = epoch + 1;
+    end
+    """,
+    """
+    create trigger vectors_changed after update on vectors begin
+        insert into vector_epochs (persona, project, epoch) values (old.persona, old.project, 1)
+        on conflict (persona, project) do update set epoch = epoch + 1;
+    end
+    """,
+    """
+    create table erased_events (
+        digest text primary key,
+        erased_at text not null
+    ) without rowid
+    """,
+    """
+    create table scope_limits (
+        persona text not null,
+        project text not null,
+        max_events integer check (max_events > 0),
+        max_text_bytes integer check (max_text_bytes > 0),
+        primary key (persona, project)
+    ) without rowid
+    """,
+    "alter table memories add column revoke_reason text",
+)
+
 MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (1, V1),
     (2, V2),
     (3, V3),
     (4, V4),
     (5, ()),
+    (6, V6),
 )
 """Each version and its statements; a version in ``RETOKENIZED`` also rebuilds the index."""
 RETOKENIZED = frozenset({5})

@@ -2,7 +2,11 @@
 
 ``Pipeline.serve`` runs in the ``Memory``'s task group. Events queued by ``submit_event``
 are extracted in the background, at most ``extract_concurrency`` at a time, each call in
-its own cancel scope with its own deadline. Network calls never happen inside a
+its own cancel scope with its own deadline. New memories and conversation events are
+embedded in the background after their commit, one batch at a time (whatever queued up
+while the previous batch ran, up to ``embed_batch`` texts), so a burst of writes is
+acknowledged at once and embedding catches up behind it; a failed batch only lowers
+coverage, and ``reindex`` backfills. Network calls never happen inside a
 transaction: the pipeline reads what it needs, awaits the model, then hands the result to
 the writer actor. Closing the ``Memory`` cancels in-flight calls; their events stay
 ``pending`` and ``retry`` (or resubmitting them) resumes them. There is no daemon: work
@@ -26,7 +30,9 @@ from ..config import Settings
 from ..db.database import Database
 from ..db.times import db_now
 from ..errors import AmemError, UpstreamError
-from ..search import text
+from ..search import text, vectors
+from ..search.index import INDEXED_EVENT
+from ..search.vectors import Embedded, Key
 from . import embeddings, extraction
 from .extraction import Outcome
 
@@ -47,12 +53,14 @@ class Pipeline:
         self._queued: set[str] = set()
         self._busy: dict[str, anyio.Event] = {}
         self._send, self._receive = anyio.create_memory_object_stream[str](math.inf)
+        self._to_embed, self._embed_queue = anyio.create_memory_object_stream[Key](math.inf)
         self._scope = anyio.CancelScope()
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Extract queued events until ``close``."""
-        with self._scope, self._send, self._receive:
+        """Extract and embed queued work until ``close``."""
+        with self._scope, self._send, self._receive, self._to_embed, self._embed_queue:
             async with anyio.create_task_group() as tg:
+                tg.start_soon(self._embed_queued)
                 task_status.started()
                 async for event_id in self._receive:
                     tg.start_soon(self._extract_queued, event_id)
@@ -67,6 +75,56 @@ class Pipeline:
             self._queued.add(event_id)
             with suppress(anyio.ClosedResourceError):  # closing: it stays pending
                 self._send.send_nowait(event_id)
+
+    def embed_later(self, keys: Sequence[Key]) -> None:
+        """Embed these memories and events in the background, after their commit."""
+        if self._settings.embed_fingerprint is not None:
+            for key in keys:
+                with suppress(anyio.ClosedResourceError):  # closing: reindex backfills
+                    self._to_embed.send_nowait(key)
+
+    async def _embed_queued(self) -> None:
+        """One batch at a time: the first queued item and whatever else is waiting."""
+        async for first in self._embed_queue:
+            batch = [first]
+            with suppress(anyio.WouldBlock):
+                while len(batch) < self._settings.embed_batch:
+                    batch.append(self._embed_queue.receive_nowait())
+            try:
+                await self.embed_now(batch)
+            except UpstreamError as exc:
+                log.warning("embedding %d new items failed (%s); run reindex", len(batch), exc)
+            except Exception:  # one batch's bug must not stop the others
+                log.exception("embedding queued items failed unexpectedly")
+
+    async def embed_now(self, keys: Sequence[Key]) -> int:
+        """Embed and store these memories and events (those still current); returns how
+        many vectors were stored."""
+        fingerprint = self._settings.embed_fingerprint
+        assert fingerprint is not None
+        texts = await self._db.read(texts_of, keys=keys, fingerprint=fingerprint)
+        return await self._embed_and_store(texts, fingerprint)
+
+    async def _embed_and_store(
+        self, texts: Sequence[tuple[str, str, str]], fingerprint: str
+    ) -> int:
+        pieces = [
+            (kind, ref, n, piece, vectors.text_hash(text))
+            for kind, ref, text in texts
+            for n, piece in enumerate(vectors.chunks(text) if kind == "event" else [text])
+        ]
+        if not pieces:
+            return 0
+        found = await embeddings.embed(
+            self.client, self._settings, [piece for *_, piece, _ in pieces], query=False
+        )
+        items = [
+            Embedded(kind, ref, n, hashed, vector)
+            for (kind, ref, n, _, hashed), vector in zip(pieces, found, strict=True)
+        ]
+        return await self._db.write(
+            vectors.store_vectors, fingerprint=fingerprint, items=items, now=db_now()
+        )
 
     async def _extract_queued(self, event_id: str) -> None:
         try:
@@ -107,7 +165,7 @@ class Pipeline:
                 now=db_now(),
             )
         if outcome.new and outcome.memory_ids:
-            await self.embed_opportunistically(outcome.memory_ids)
+            self.embed_later([("memory", m) for m in outcome.memory_ids])
         return outcome
 
     @asynccontextmanager
@@ -143,74 +201,63 @@ class Pipeline:
             raise errors[0]
         return outcomes
 
-    async def embed_opportunistically(self, memory_ids: Sequence[str]) -> None:
-        """Embed freshly extracted memories; a failure only lowers index coverage."""
-        fingerprint = self._settings.embed_fingerprint
-        if fingerprint is None:
-            return
-        try:
-            texts = await self._db.read(texts_of, memory_ids=memory_ids)
-            vectors = await embeddings.embed(
-                self.client, self._settings, [text for _, text in texts], query=False
-            )
-        except UpstreamError as exc:
-            log.warning("embedding new memories failed (%s); run reindex later", exc)
-            return
-        items = [
-            (memory_id, embeddings.text_hash(text), vector)
-            for (memory_id, text), vector in zip(texts, vectors, strict=True)
-        ]
-        await self._db.write(
-            embeddings.store_vectors, fingerprint=fingerprint, items=items, now=db_now()
-        )
-
     async def reindex(
         self, persona: str, project: str, progress: Progress | None
     ) -> tuple[int, int]:
-        """Embed every current memory of a scope, then swap the scope's index in one go.
+        """Embed every current memory and indexed event of a scope, then swap the scope's
+        index in one go.
 
         Vectors are staged under a private fingerprint while the batches run (outside any
         transaction); the old index stays in use until every batch succeeded. Returns
-        ``(memories, stored)``.
+        ``(memories and events, vectors stored)``.
         """
         fingerprint = self._settings.embed_fingerprint
         assert fingerprint is not None
         staged = f"staging:{uuid.uuid4().hex}"
-        todo = await self._db.read(embeddings.memories_to_index, persona=persona, project=project)
+        todo = await self._db.read(
+            vectors.to_embed, persona=persona, project=project, fingerprint=fingerprint, every=True
+        )
         stored = 0
         try:
             for start in range(0, len(todo), self._settings.embed_batch):
                 batch = todo[start : start + self._settings.embed_batch]
-                vectors = await embeddings.embed(
-                    self.client, self._settings, [text for _, text in batch], query=False
-                )
-                items = [
-                    (memory_id, embeddings.text_hash(text), vector)
-                    for (memory_id, text), vector in zip(batch, vectors, strict=True)
-                ]
-                stored += await self._db.write(
-                    embeddings.store_vectors, fingerprint=staged, items=items, now=db_now()
-                )
+                stored += await self._embed_and_store(batch, staged)
                 if progress:
                     progress(start + len(batch), len(todo))
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._db.write(embeddings.drop_staged, staged=staged)
+                await self._db.write(vectors.drop_staged, staged=staged)
             raise
         await self._db.write(
-            embeddings.swap_in,
+            vectors.swap_in,
             persona=persona,
             project=project,
             staged=staged,
             fingerprint=fingerprint,
-            indexed=[memory_id for memory_id, _ in todo],
         )
         return len(todo), stored
 
 
-SELECT_TEXT = "select id, text from memories where id = ? and revoked_at is null"
+UNEMBEDDED = """not exists (select 1 from vectors v
+    where v.fingerprint = :fingerprint and v.doc_kind = :kind and v.ref = :ref)"""
+SELECT_MEMORY_TEXT = f"""
+select text from memories m where id = :ref and revoked_at is null and {UNEMBEDDED}
+"""
+SELECT_EVENT_TEXT = f"""
+select text from events e where id = :ref and {INDEXED_EVENT} and {UNEMBEDDED}
+"""
 
 
-def texts_of(conn: sqlite3.Connection, memory_ids: Sequence[str]) -> list[tuple[str, str]]:
-    rows = [conn.execute(SELECT_TEXT, (m,)).fetchone() for m in memory_ids]
-    return [(str(row[0]), str(row[1])) for row in rows if row is not None]
+def texts_of(
+    conn: sqlite3.Connection, keys: Sequence[Key], fingerprint: str
+) -> list[tuple[str, str, str]]:
+    """``(doc_kind, ref, text)`` of the memories and indexed events still current and
+    without a vector of ``fingerprint``, each once."""
+    found = []
+    for kind, ref in dict.fromkeys(keys):
+        sql = SELECT_MEMORY_TEXT if kind == "memory" else SELECT_EVENT_TEXT
+        params = {"ref": ref, "kind": kind, "fingerprint": fingerprint}
+        row = conn.execute(sql, params).fetchone()
+        if row is not None:
+            found.append((kind, ref, str(row[0])))
+    return found

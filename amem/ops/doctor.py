@@ -36,7 +36,7 @@ COUNTED = (
     "checkpoints",
     "personas",
     "capture_cursors",
-    "embeddings",
+    "vectors",
     "search_docs",
 )
 UNINDEXED = f"""
@@ -62,10 +62,10 @@ EXTRACTIONS = (
     "select status, count(*) from events where status in ('pending', 'failed') group by status"
 )
 EMBEDDED = """
-select count(*) from embeddings v join memories m on m.id = v.memory_id
-where m.revoked_at is null and v.fingerprint = ?
+select count(distinct v.ref) from vectors v join memories m on m.id = v.ref
+where v.doc_kind = 'memory' and m.revoked_at is null and v.fingerprint = ?
 """
-STAGED = "select count(*) from embeddings where fingerprint like 'staging:%'"
+STAGED = "select count(*) from vectors where fingerprint like 'staging:%'"
 REBUILD_HINT = "run `amem doctor --rebuild-index` (rebuilds the search index from the data)"
 RESTORE_HINT = "restore the latest backup (`amem restore`) into a new file"
 REPAIR_HINT = f"{RESTORE_HINT}, or repair or delete the named row with the sqlite3 shell"

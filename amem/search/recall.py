@@ -23,8 +23,11 @@ Evidence, with bounded work however large the archive grows:
   derived from it (a Chinese message finds the English memory extracted from it).
 - **one-hop links**: memories linked by ``related`` to a matching memory join with a
   ``link`` score.
-- **semantic** (``semantic``/``deep`` modes only): vectors of the configured fingerprint
-  whose cosine similarity to the query reaches the per-model threshold.
+- **semantic** (hybrid: ``semantic``/``deep``, and ``auto`` when the scope is embedded):
+  the ``CANDIDATES`` memories and events whose vectors are nearest the query's, exact
+  search in memory (``search.vectors``); an event brings its current memories, or itself
+  as raw fallback. They count only when the query has evidence: a lexical match, or a
+  nearest vector at or above the model's floor (``embed_min_similarity``).
 - **raw fallback**: a matching conversation event with no derived memory (and not
   amended) comes back itself, labelled ``raw_fallback``, capped at 2,000 characters. Raw
   text of amended or already-derived events is never used, so it cannot resurrect
@@ -33,12 +36,17 @@ Evidence, with bounded work however large the archive grows:
 When only raw events are in play, an event that could not reach the top ``limit`` even
 with perfect priors is left unread (``add_candidates``); the items are the same.
 
-A query with no evidence returns nothing, never unrelated memories. The score is the
-evidence (weighted lexical, semantic and link parts) scaled by the priors (basis,
+A query with no evidence returns nothing, never unrelated memories. In ``fast`` mode the
+score is the evidence (weighted lexical and link parts) scaled by the priors (basis,
 confidence, freshness), each part in 0..1 and reported on the item (``score``): lexical
 (BM25 relative to a full match, or to the best candidate), semantic (cosine), link,
 basis, confidence and freshness (``0.5 ** (age / half-life)``, age from ``valid_at`` to
-``as_of``).
+``as_of``). Hybrid recall ranks two lists, each by its own evidence scaled by the
+priors: the lexical one (lexical and link parts) and the dense one (cosine), and fuses
+them by rank (``fusion``: the reciprocal-rank sum ``1 / (FUSION_K + rank)`` over both
+lists, scaled so that first in both is 1.0); that is the item's score. Ranks, not raw
+scores, because cosines of one model crowd in a narrow band that says little across
+queries, while BM25 spreads wide.
 
 Presentation fades old detail without deleting it: episodes, observations and emotions
 older than ``fade_after_days`` show their authored gist, or an extractive topic cue
@@ -59,11 +67,12 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from ..db.times import db_time, from_db_time
-from ..llm.embeddings import Vector, cosine, from_blob
+from ..llm.embeddings import Vector
 from ..models import Basis, MemoryKind, RecallItem, Role, ScoreComponents
 from ..store.facts import FADING_KINDS, valid_as_of
 from .index import average_length
 from .text import clause_tokens, literal, phrase_tokens, scope_token
+from .vectors import Matrices
 
 PER_TERM = 200
 """Most recent eligible in-scope documents taken per query token."""
@@ -91,7 +100,12 @@ RANKED = 50
 same for every limit up to it, so a smaller limit returns a prefix of a larger one's items.
 More cost time and, on LoCoMo, no quality: candidates with few query terms are noise."""
 CANDIDATES = 200
-"""Most semantic candidates kept per query."""
+"""Nearest memories and events taken per query in hybrid recall."""
+FUSION_K = 60
+"""The rank offset of reciprocal-rank fusion (Cormack et al., 2009): larger flattens the
+difference between the first ranks."""
+COVERED = 0.95
+"""Share of the scope's memories and events with a vector below which hybrid recall warns."""
 RAW_CHARS = 2000
 STORED_FIELDS = ("id", "quote", "kind", "basis", "confidence", "subject", "fact_key")
 """What an item shows of a memory as stored."""
@@ -103,6 +117,8 @@ RAW_BASIS, RAW_CONFIDENCE = 0.3, 0.5
 SOURCE_EVENT_DISCOUNT = 0.8
 """A memory found through its source event's text scores this share of that match."""
 EVIDENCE_WEIGHTS = {"lexical": 0.40, "semantic": 0.25, "link": 0.10}
+LEXICAL_EVIDENCE = {"lexical": 0.40, "link": 0.10}
+DENSE_EVIDENCE = {"semantic": 0.25}
 """How strongly the query matched: the part of the score that says *whether* to return."""
 PRIOR_WEIGHTS = {"basis": 0.08, "confidence": 0.05, "freshness": 0.12}
 """How much to trust what matched: each lowers the score by its weight times its shortfall."""
@@ -223,12 +239,6 @@ SELECT_LINKED = """
 select from_id, to_id from relations
 where kind = 'related' and (from_id in ({ids}) or to_id in ({ids}))
 """
-SELECT_SCAN = f"""
-select m.id, v.vector from memories m
-left join embeddings v on v.memory_id = m.id and v.fingerprint = :fingerprint
-where {ELIGIBLE}
-order by m.num desc limit :scan
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,11 +255,15 @@ class RecallQuery:
     exclude_from_seq: int | None = None
     """Events whose ``seq`` is at least this are left out, with their memories."""
     vector: Vector | None = None
-    """The query's embedding, for ``semantic``/``deep``; None in ``fast`` mode."""
+    """The query's embedding, for hybrid recall; None in ``fast`` mode."""
     fingerprint: str | None = None
     scan: int | None = None
-    """Most recent eligible vectors to scan; None scans all (``deep``)."""
+    """Most recent vectors of the scope searched; None searches all (``deep``)."""
     min_similarity: float = 0.3
+    """The model's floor: a nearest vector below it is no evidence by itself."""
+    auto_coverage: float | None = None
+    """``auto`` mode: the vectors are used only if they cover at least this share of the
+    scope's memories and events; None uses them whatever they cover."""
     half_life_days: float = 180.0
     fade_after_days: float = 180.0
     coarsen_after_days: float = 730.0
@@ -263,14 +277,26 @@ class Candidate:
     lexical: float = 0.0
     semantic: float = 0.0
     link: float = 0.0
+    fusion: float | None = None
+    """Its reciprocal-rank fusion score (hybrid recall only)."""
 
     @property
     def raw(self) -> bool:
         return isinstance(self.row, RawEvent)
 
 
-def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[RecallItem], list[str]]:
-    """Ranked items and warnings (incomplete vector coverage, scan cut short)."""
+class Recalled(NamedTuple):
+    items: list[RecallItem]
+    warnings: list[str]
+    """Incomplete vector coverage, a vector search cut short."""
+    hybrid: bool
+    """Whether vector search took part (``auto`` leaves it out of a scope it barely covers)."""
+
+
+def recall_memories(
+    conn: sqlite3.Connection, q: RecallQuery, matrices: Matrices | None = None
+) -> Recalled:
+    """The ranked items of a query."""
     params = eligibility(q)
     found: dict[str, Candidate] = {}
     matches, capped = lexical_matches(conn, q, params, SELECT_TERM)
@@ -280,14 +306,17 @@ def recall_memories(conn: sqlite3.Connection, q: RecallQuery) -> tuple[list[Reca
         matches, _ = lexical_matches(conn, q, params, SELECT_ELIGIBLE_TERM)
         add_candidates(conn, found, params, matches, q)
     warnings: list[str] = []
-    if q.vector is not None:
-        similarity, warnings = semantic_matches(conn, q, params)
-        add_memories(conn, found, params, similarity, "semantic")
+    hybrid = False
+    if q.vector is not None and matrices is not None:
+        hybrid, warnings = add_nearest(conn, found, params, q, matrices)
     add_links(conn, found, params)
+    if hybrid:
+        fuse(found, q)
     scored = [(round(score(parts(c, q)), 6), memory_id, c) for memory_id, c in found.items()]
     scored.sort(key=lambda entry: (-entry[0], entry[1]))
     merged = merge_identical(scored, q)[: q.limit]
-    return [recall_item(best, q, others) for best, others in merged], warnings  # top only
+    items = [recall_item(best, q, others) for best, others in merged]  # the top ones only
+    return Recalled(items, warnings, hybrid)
 
 
 def merge_identical(
@@ -729,8 +758,10 @@ def add_events(
     params: dict[str, object],
     scores: dict[str, float],
     kinds: Iterable[str] | None,
+    part: str = "lexical",
 ) -> None:
-    """Matched events: their current memories, or the events themselves as raw fallback.
+    """Matched events: their current memories, or the events themselves as raw fallback,
+    with ``part`` of their evidence.
 
     An amended event's words were corrected: they are no key to anything.
     """
@@ -748,9 +779,10 @@ def add_events(
             continue
         if has_memories:
             derived[event_id] = scores[event_id] * SOURCE_EVENT_DISCOUNT
-        elif fallback and not kinds and event_id not in found:  # raw events have no kind
+        elif fallback and not kinds:  # raw events have no kind
             raw = RawEvent(event_id, text, length, occurred_at, role)
-            found[event_id] = Candidate(raw, lexical=scores[event_id])
+            candidate = found.setdefault(event_id, Candidate(raw))
+            setattr(candidate, part, max(getattr(candidate, part), scores[event_id]))
     if derived:
         query = {**params}
         sql = SELECT_DERIVED.format(ids=named(derived, query), filters=filters_clause(params))
@@ -760,7 +792,7 @@ def add_events(
             found.setdefault(memory.id, Candidate(memory))
             match = derived[memory.event_id]
             by_memory[memory.id] = max(by_memory.get(memory.id, 0.0), match)
-        add_memories(conn, found, params, by_memory, "lexical")
+        add_memories(conn, found, params, by_memory, part)
 
 
 def add_links(
@@ -780,39 +812,62 @@ def add_links(
     add_memories(conn, found, params, links, "link")
 
 
-def semantic_matches(
-    conn: sqlite3.Connection, q: RecallQuery, params: dict[str, object]
-) -> tuple[dict[str, float], list[str]]:
-    """Cosine similarity of the query to the vectors of the most recent eligible memories
-    (all of them in ``deep`` mode), kept where it reaches the threshold."""
+def add_nearest(
+    conn: sqlite3.Connection,
+    found: dict[str, Candidate],
+    params: dict[str, object],
+    q: RecallQuery,
+    matrices: Matrices,
+) -> tuple[bool, list[str]]:
+    """Add the memories and events nearest the query as ``semantic`` evidence, when the
+    query has evidence at all; returns whether vectors take part (``auto`` leaves a scope
+    they cover too little of to lexical ranking) and warnings about their coverage."""
     assert q.vector is not None
-    scan = -1 if q.scan is None else q.scan + 1  # one more tells whether the scan was cut
-    rows = conn.execute(
-        SELECT_SCAN.format(filters=filters_clause(params)),
-        {**params, "fingerprint": q.fingerprint, "scan": scan},
-    ).fetchall()
-    cut = q.scan is not None and len(rows) > q.scan
-    rows = rows[: q.scan] if cut else rows
-    scored = [
-        (cosine(q.vector, from_blob(blob)), str(memory_id))
-        for memory_id, blob in rows
-        if blob is not None and len(blob) == 4 * len(q.vector)  # another size: another space
-    ]
-    warnings = []
-    if len(scored) < len(rows):
+    assert q.fingerprint is not None
+    scope = (q.persona, q.project)
+    nearest, embedded = matrices.nearest(conn, scope, q.fingerprint, q.vector, CANDIDATES, q.scan)
+    warnings: list[str] = []
+    documents = scope_size(conn, q)
+    if q.auto_coverage is not None and embedded < q.auto_coverage * documents:
+        return False, warnings
+    if embedded < COVERED * documents:
         warnings.append(
-            f"vector index covers {len(scored)} of the {len(rows)} memories scanned; run reindex"
+            f"vectors cover about {min(embedded / documents, 1):.0%} of this scope's memories "
+            "and events; the rest is found by its words only (new writes are embedded in "
+            "the background; `amem reindex` backfills the rest)"
         )
-    if cut:
+    if q.scan is not None and embedded > q.scan:
         warnings.append(
-            f"semantic mode scanned only the {q.scan} most recent eligible memories; "
-            "use deep mode to scan all"
+            f"semantic mode searched only the {q.scan} newest vectors; deep mode searches all"
         )
-    kept = sorted((pair for pair in scored if pair[0] >= q.min_similarity), reverse=True)
-    return {memory_id: similarity for similarity, memory_id in kept[:CANDIDATES]}, warnings
+    if not found and max(nearest.values(), default=-1.0) < q.min_similarity:
+        return True, warnings  # no evidence: nothing is returned, however near the nearest
+    memories = {ref: similarity for (kind, ref), similarity in nearest.items() if kind == "memory"}
+    events = {ref: similarity for (kind, ref), similarity in nearest.items() if kind == "event"}
+    add_memories(conn, found, params, memories, "semantic")
+    add_events(conn, found, params, events, q.kinds, "semantic")
+    return True, warnings
 
 
-def parts(candidate: Candidate, q: RecallQuery) -> dict[str, float]:
+def scope_size(conn: sqlite3.Connection, q: RecallQuery) -> float:
+    """The number of memories and indexed events in the query's scope, estimated cheaply."""
+    newest = conn.execute(COUNT_DOCS).fetchone()[0] or 1
+    return scope_documents(conn, q, scope_match(conn, q), newest)
+
+
+def fuse(found: dict[str, Candidate], q: RecallQuery) -> None:
+    """Set every candidate's ``fusion``: its reciprocal ranks in the lexical list and the
+    dense list (each ranked by its own evidence scaled by the priors), summed and scaled
+    so that first in both lists is 1.0."""
+    for evidence in (LEXICAL_EVIDENCE, DENSE_EVIDENCE):
+        listed = [c for c in found.values() if any(getattr(c, name) for name in evidence)]
+        listed.sort(key=lambda c: -score(parts(c, q), evidence))
+        for rank, candidate in enumerate(listed, 1):
+            share = (FUSION_K + 1) / (FUSION_K + rank) / 2
+            candidate.fusion = (candidate.fusion or 0.0) + share
+
+
+def parts(candidate: Candidate, q: RecallQuery) -> dict[str, Any]:
     """The score components of a candidate, before any model is built."""
     row = candidate.row
     if isinstance(row, RawEvent):
@@ -823,6 +878,7 @@ def parts(candidate: Candidate, q: RecallQuery) -> dict[str, float]:
         "lexical": candidate.lexical,
         "semantic": max(0.0, min(1.0, candidate.semantic)),
         "link": candidate.link,
+        "fusion": candidate.fusion,
         "basis": basis,
         "confidence": float(confidence),
         "freshness": freshness(from_db_time(since), q.as_of, q.half_life_days),
@@ -905,15 +961,23 @@ def freshness(valid_at: datetime, as_of: datetime, half_life_days: float) -> flo
     return float(0.5 ** (age_days / half_life_days))
 
 
-def score(components: ScoreComponents | dict[str, float]) -> float:
-    """Evidence scaled by the priors: ``evidence * (1 - sum(weight * (1 - prior)))``.
+def score(
+    components: ScoreComponents | dict[str, Any], evidence_weights: dict[str, float] | None = None
+) -> float:
+    """The ``fusion`` score in hybrid recall; otherwise evidence scaled by the priors:
+    ``evidence * (1 - sum(weight * (1 - prior)))``, with ``evidence_weights`` (all the
+    evidence by default).
 
     Scaling, not adding, keeps an old or inferred strong match above a fresh weak one,
     while among equal matches the fresher, better-sourced one still comes first.
     """
     values = components if isinstance(components, dict) else components.model_dump()
+    if evidence_weights is None:
+        if values["fusion"] is not None:
+            return float(values["fusion"])
+        evidence_weights = EVIDENCE_WEIGHTS
     evidence = shortfall = 0.0
-    for name, weight in EVIDENCE_WEIGHTS.items():  # plain loops: this runs per candidate
+    for name, weight in evidence_weights.items():  # plain loops: this runs per candidate
         evidence += values[name] * weight
     for name, weight in PRIOR_WEIGHTS.items():
         shortfall += (1 - values[name]) * weight

@@ -16,13 +16,13 @@ import sqlite3
 from ..db.times import db_time
 from ..models import Correction, MemoryDraft
 from ..search import index
+from ..search.vectors import drop_vectors
 from .checkpoints import invalidate_checkpoints
 from .events import NewEvent, insert_event
 from .facts import SELECT_CHAIN_ORDER, derive_memories, load_event, load_memory
 from .relations import add_relation
 
 REVOKE = "update memories set revoked_at = ? where id = ?"
-DROP_VECTORS = "delete from embeddings where memory_id = ?"
 MARK_AMENDED = "update events set status = 'amended' where id = ?"
 
 
@@ -59,7 +59,7 @@ def correct(
         ),
     )
     conn.execute(REVOKE, (now, old.id))
-    conn.execute(DROP_VECTORS, (old.id,))
+    drop_vectors(conn, "memory", [old.id])
     index.remove_docs(conn, "memory", [old.id])
     start = valid_at or db_time(old.valid_at)
     end = db_time(old.invalid_at) if old.invalid_at else None

@@ -22,6 +22,7 @@ import sqlite3
 from ..errors import NotFound
 from ..models import Deletion
 from ..search import index
+from ..search.vectors import drop_vectors
 from .checkpoints import invalidate_after_deletion
 
 SELECT_EVENT_SCOPE = "select persona, project from events where id = ?"
@@ -32,7 +33,6 @@ select to_id from relations where kind = 'corrects' and from_id = ?
 union
 select from_id from relations where kind = 'corrects' and to_id = ?
 """
-COUNT_VECTORS = "select count(*) from embeddings where memory_id = ?"
 DELETE_RELATIONS = "delete from relations where from_id = ? or to_id = ?"
 DELETE_MEMORY = "delete from memories where id = ?"
 DELETE_EVENT = "delete from events where id = ?"
@@ -51,12 +51,12 @@ def delete(
     relation_ids = {
         edge for memory in memory_ids for edge in relation_edges(conn, memory)
     }  # an edge between two doomed memories counts once
-    vectors = sum(conn.execute(COUNT_VECTORS, (m,)).fetchone()[0] for m in memory_ids)
+    vector_rows = drop_vectors(conn, "memory", memory_ids) + drop_vectors(conn, "event", event_ids)
     search_rows = index.remove_docs(conn, "memory", memory_ids)
     search_rows += index.remove_docs(conn, "event", event_ids)
     for memory in memory_ids:
         conn.execute(DELETE_RELATIONS, (memory, memory))
-        conn.execute(DELETE_MEMORY, (memory,))  # its vectors go by ON DELETE CASCADE
+        conn.execute(DELETE_MEMORY, (memory,))
     for event in event_ids:
         conn.execute(DELETE_EVENT, (event,))
     return Deletion(
@@ -66,7 +66,7 @@ def delete(
         memory_ids=memory_ids,
         relations=len(relation_ids),
         search_rows=search_rows,
-        vectors=vectors,
+        vectors=vector_rows,
         checkpoints_invalidated=invalidate_after_deletion(conn, persona, project, now),
     )
 

@@ -6,6 +6,7 @@ import sqlite3
 
 from ..config import Settings
 from ..models import Status
+from ..search.vectors import coverage
 
 EVENTS_BY_STATUS = """
 select status, count(*) from events where persona = ? and project = ? group by status
@@ -13,10 +14,6 @@ select status, count(*) from events where persona = ? and project = ? group by s
 MEMORY_COUNTS = """
 select count(*) filter (where revoked_at is null), count(*) filter (where revoked_at is not null)
 from memories where persona = ? and project = ?
-"""
-EMBEDDED = """
-select count(*) from embeddings v join memories m on m.id = v.memory_id
-where m.persona = ? and m.project = ? and m.revoked_at is null and v.fingerprint = ?
 """
 
 
@@ -27,9 +24,7 @@ def scope_status(
     events.update(dict(conn.execute(EVENTS_BY_STATUS, (persona, project)).fetchall()))
     memories, revoked = conn.execute(MEMORY_COUNTS, (persona, project)).fetchone()
     fingerprint = settings.embed_fingerprint
-    embedded = 0
-    if fingerprint is not None:
-        embedded = conn.execute(EMBEDDED, (persona, project, fingerprint)).fetchone()[0]
+    covered = None if fingerprint is None else coverage(conn, persona, project, fingerprint)
     return Status(
         persona=persona,
         project=project,
@@ -39,8 +34,9 @@ def scope_status(
         events=events,
         memories=memories,
         revoked=revoked,
-        embedded=embedded,
-        coverage=None if fingerprint is None else (embedded / memories if memories else 1.0),
+        embedded=0 if covered is None else covered.embedded_memories,
+        embedded_events=0 if covered is None else covered.embedded_events,
+        coverage=None if covered is None else covered.share,
         fingerprint=fingerprint,
         extraction=settings.extraction_enabled,
     )

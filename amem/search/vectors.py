@@ -1,0 +1,355 @@
+"""Vectors of memories and conversation events: storage, and exact search held in memory.
+
+Storage (``vectors``, schema v6): one row per memory, and per chunk of a conversation
+event (``CHUNK_CHARS`` characters each), under the *fingerprint* of the embedding space
+(``Settings.embed_fingerprint``). Vectors are a rebuildable cache, never a source of
+truth: a row is written only if its memory or event is still current and has the text
+that was embedded (checked in the writing transaction); erasure deletes them with their
+source.
+
+Search: each ``(persona, project, fingerprint)`` has a float32 matrix in memory
+(``Matrices``), loaded on first use and then extended with the rows numbered above the
+last one it holds. Rows are only ever appended; a deleted or changed row bumps the
+scope's ``vector_epochs`` row (triggers keep it), which makes the matrix reload whole. A
+query is one matrix-vector product over the newest ``scan`` rows (all of them for
+``deep``) and a partial sort, so the search is exact. Memory: ``4 * dim`` bytes per
+vector (384 dims: 1.5 KiB, 100k vectors 147 MiB) plus a few bytes of key; scopes beyond
+``Matrices.budget`` bytes are dropped least recently used first, and a scope larger than
+the budget alone is searched from SQLite in blocks instead, never held.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from .index import INDEXED_EVENT
+
+CHUNK_CHARS = 500
+"""Characters of an event embedded as one vector (e5-small reads 512 tokens; a Chinese
+character is about one token, an English word one or two)."""
+BLOCK_ROWS = 65_536
+"""Rows read at a time when a scope is searched from SQLite."""
+
+Key = tuple[str, str]
+"""``(doc_kind, ref)``: ``("memory", memory_id)`` or ``("event", event_id)``."""
+Floats = npt.NDArray[np.float32]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def chunks(text: str) -> list[str]:
+    """The pieces of an event's text embedded one by one (at least one)."""
+    return [text[start : start + CHUNK_CHARS] for start in range(0, len(text), CHUNK_CHARS)] or [
+        text
+    ]
+
+
+# ---- storage ---------------------------------------------------------------------------
+
+SELECT_MEMORY = "select persona, project, text from memories where id = ? and revoked_at is null"
+SELECT_EVENT = f"select persona, project, text from events e where id = ? and {INDEXED_EVENT}"
+INSERT_VECTOR = """
+insert into vectors
+    (persona, project, doc_kind, ref, chunk, fingerprint, dim, vector, text_hash, created_at)
+values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+on conflict (fingerprint, doc_kind, ref, chunk) do nothing
+"""
+DELETE_REF = "delete from vectors where doc_kind = ? and ref = ?"
+DELETE_FINGERPRINT_REF = "delete from vectors where fingerprint = ? and doc_kind = ? and ref = ?"
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """A vector for one piece of a memory or event, as embedded from ``text_hash``."""
+
+    kind: str
+    ref: str
+    chunk: int
+    text_hash: str
+    """Of the whole text of the memory or event, so a changed text is skipped."""
+    vector: Sequence[float]
+
+
+def store_vectors(
+    conn: sqlite3.Connection, fingerprint: str, items: Iterable[Embedded], now: str
+) -> int:
+    """Store vectors whose memory or event is still current with the text that was
+    embedded; returns how many were stored (the rest changed or went meanwhile)."""
+    stored = 0
+    for item in items:
+        sql = SELECT_MEMORY if item.kind == "memory" else SELECT_EVENT
+        row = conn.execute(sql, (item.ref,)).fetchone()
+        if row is None or text_hash(row[2]) != item.text_hash:
+            continue
+        blob = np.asarray(item.vector, dtype="<f4").tobytes()
+        values = (row[0], row[1], item.kind, item.ref, item.chunk, fingerprint)
+        cursor = conn.execute(INSERT_VECTOR, (*values, len(item.vector), blob, item.text_hash, now))
+        stored += cursor.rowcount
+    return stored
+
+
+def drop_vectors(conn: sqlite3.Connection, kind: str, refs: Iterable[str]) -> int:
+    """Delete every vector of these memories or events; returns how many rows went."""
+    return sum(conn.execute(DELETE_REF, (kind, ref)).rowcount for ref in refs)
+
+
+SELECT_UNEMBEDDED = f"""
+select 'memory', m.id, m.text from memories m
+where m.persona = :persona and m.project = :project and m.revoked_at is null
+  and not exists (select 1 from vectors v where v.fingerprint = :fingerprint
+                  and v.doc_kind = 'memory' and v.ref = m.id)
+union all
+select 'event', e.id, e.text from events e
+where e.persona = :persona and e.project = :project and {INDEXED_EVENT}
+  and not exists (select 1 from vectors v where v.fingerprint = :fingerprint
+                  and v.doc_kind = 'event' and v.ref = e.id)
+"""
+SELECT_ALL = f"""
+select 'memory', m.id, m.text from memories m
+where m.persona = :persona and m.project = :project and m.revoked_at is null
+union all
+select 'event', e.id, e.text from events e
+where e.persona = :persona and e.project = :project and {INDEXED_EVENT}
+"""
+
+
+def to_embed(
+    conn: sqlite3.Connection, persona: str, project: str, fingerprint: str, *, every: bool
+) -> list[tuple[str, str, str]]:
+    """``(doc_kind, ref, text)`` of the scope's current memories and indexed events: those
+    without a vector of ``fingerprint``, or ``every`` one (a reindex)."""
+    sql = SELECT_ALL if every else SELECT_UNEMBEDDED
+    params = {"persona": persona, "project": project, "fingerprint": fingerprint}
+    return [(str(k), str(r), str(t)) for k, r, t in conn.execute(sql, params)]
+
+
+SELECT_STAGED_REFS = "select distinct doc_kind, ref from vectors where fingerprint = ?"
+DELETE_OTHER_SPACES = """
+delete from vectors where persona = ? and project = ? and fingerprint != ? and fingerprint != ?
+"""
+PROMOTE_STAGED = """
+insert into vectors
+    (persona, project, doc_kind, ref, chunk, fingerprint, dim, vector, text_hash, created_at)
+select persona, project, doc_kind, ref, chunk, ?, dim, vector, text_hash, created_at
+from vectors where fingerprint = ? order by num
+"""
+DROP_STAGED = "delete from vectors where fingerprint = ?"
+
+
+def swap_in(
+    conn: sqlite3.Connection, persona: str, project: str, staged: str, fingerprint: str
+) -> None:
+    """Replace the scope's vector index with the staged vectors, in one transaction.
+
+    Vectors of other fingerprints go; so do current ones of what was staged, which the
+    staged vectors replace. A memory or event embedded while the reindex ran, and not
+    in its snapshot, keeps the vector it got meanwhile.
+    """
+    conn.execute(DELETE_OTHER_SPACES, (persona, project, staged, fingerprint))
+    for kind, ref in conn.execute(SELECT_STAGED_REFS, (staged,)).fetchall():
+        conn.execute(DELETE_FINGERPRINT_REF, (fingerprint, kind, ref))
+    conn.execute(PROMOTE_STAGED, (fingerprint, staged))
+    conn.execute(DROP_STAGED, (staged,))
+
+
+def drop_staged(conn: sqlite3.Connection, staged: str) -> None:
+    conn.execute(DROP_STAGED, (staged,))
+
+
+COVERAGE = f"""
+select
+  (select count(*) from memories m
+   where m.persona = :persona and m.project = :project and m.revoked_at is null),
+  (select count(distinct v.ref) from vectors v join memories m on m.id = v.ref
+   where v.persona = :persona and v.project = :project and v.fingerprint = :fingerprint
+     and v.doc_kind = 'memory' and m.revoked_at is null),
+  (select count(*) from events e
+   where e.persona = :persona and e.project = :project and {INDEXED_EVENT}),
+  (select count(distinct v.ref) from vectors v
+   where v.persona = :persona and v.project = :project and v.fingerprint = :fingerprint
+     and v.doc_kind = 'event')
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    memories: int
+    embedded_memories: int
+    events: int
+    embedded_events: int
+
+    @property
+    def share(self) -> float:
+        """Embedded memories and events over all of them (1.0 for an empty scope)."""
+        total = self.memories + self.events
+        return (self.embedded_memories + self.embedded_events) / total if total else 1.0
+
+
+def coverage(conn: sqlite3.Connection, persona: str, project: str, fingerprint: str) -> Coverage:
+    params = {"persona": persona, "project": project, "fingerprint": fingerprint}
+    return Coverage(*conn.execute(COVERAGE, params).fetchone())
+
+
+# ---- search ----------------------------------------------------------------------------
+
+SELECT_EPOCH = "select epoch from vector_epochs where persona = ? and project = ?"
+SELECT_ROWS = """
+select num, doc_kind, ref, chunk, vector from vectors
+where persona = ? and project = ? and fingerprint = ? and num > ?
+order by num limit ?
+"""
+SELECT_SIZE = """
+select count(*), count(*) filter (where chunk = 0) from vectors
+where persona = ? and project = ? and fingerprint = ?
+"""
+SELECT_SCAN_START = """
+select num - 1 from vectors where persona = ? and project = ? and fingerprint = ?
+order by num desc limit 1 offset ?
+"""
+ALL_ROWS = -1
+
+
+@dataclass(slots=True)
+class Matrix:
+    """The vectors of one scope and fingerprint in ``num`` order (oldest first), in a
+    buffer that grows by doubling, so appending a few rows never copies the rest."""
+
+    epoch: int
+    last: int = 0
+    """The highest ``num`` loaded."""
+    buffer: Floats = field(default_factory=lambda: np.empty((0, 0), dtype=np.float32))
+    keys: list[Key] = field(default_factory=list)
+    refs: int = 0
+    """Distinct memories and events (their first chunks)."""
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.buffer.nbytes) + 80 * len(self.keys)
+
+    def extend(self, rows: list[tuple[int, str, str, int, bytes]]) -> None:
+        """Append rows read by ``SELECT_ROWS``; a vector of another size than the newest
+        belongs to another space and is left out."""
+        dim = len(rows[-1][4]) // 4
+        fresh = [(kind, ref, n, blob) for _, kind, ref, n, blob in rows if len(blob) == 4 * dim]
+        block = np.frombuffer(b"".join(blob for *_, blob in fresh), dtype="<f4")
+        if self.buffer.shape[1:] != (dim,):  # the first rows, or the scope changed model
+            self.buffer, self.keys, self.refs = np.empty((0, dim), dtype=np.float32), [], 0
+        count, needed = len(self.keys), len(self.keys) + len(fresh)
+        if needed > len(self.buffer):
+            grown = np.empty((max(needed, 2 * len(self.buffer)), dim), dtype=np.float32)
+            grown[:count] = self.buffer[:count]
+            self.buffer = grown
+        self.buffer[count:needed] = block.reshape(-1, dim)
+        self.keys += [(kind, ref) for kind, ref, _, _ in fresh]
+        self.refs += sum(1 for _, _, n, _ in fresh if n == 0)
+        self.last = rows[-1][0]
+
+
+class Matrices:
+    """The loaded matrices of one ``Memory``, shared by its reader threads."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        """Most bytes of vectors held, over all scopes."""
+        self._loaded: OrderedDict[tuple[str, str, str], Matrix] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def nearest(
+        self,
+        conn: sqlite3.Connection,
+        scope: tuple[str, str],
+        fingerprint: str,
+        query: Sequence[float],
+        k: int,
+        scan: int | None,
+    ) -> tuple[dict[Key, float], int]:
+        """The ``k`` most similar memories and events among the newest ``scan`` vectors
+        (all when None), each at its best chunk's cosine; and how many memories and events
+        have a vector."""
+        vector = np.asarray(query, dtype=np.float32)
+        with self._lock:  # one loader at a time; the product itself runs unlocked
+            matrix = self._current(conn, scope, fingerprint)
+            if matrix is not None:  # rows past ``count`` may be written by the next loader
+                count, refs = len(matrix.keys), matrix.refs
+                rows, keys = matrix.buffer[:count], matrix.keys[:count]
+        if matrix is None:
+            return streamed(conn, scope, fingerprint, vector, k, scan)
+        start = 0 if scan is None else max(0, count - scan)
+        if count == 0 or rows.shape[1] != len(vector):  # another size: another space
+            return {}, refs
+        return best(rows[start:] @ vector, keys[start:], k), refs
+
+    def _current(
+        self, conn: sqlite3.Connection, scope: tuple[str, str], fingerprint: str
+    ) -> Matrix | None:
+        """The scope's matrix, brought up to date; None when it is larger than the budget."""
+        name = (*scope, fingerprint)
+        row = conn.execute(SELECT_EPOCH, scope).fetchone()
+        epoch = 0 if row is None else int(row[0])
+        matrix = self._loaded.pop(name, None)
+        if matrix is None or matrix.epoch != epoch:
+            matrix = Matrix(epoch)
+        new_rows = conn.execute(SELECT_ROWS, (*name, matrix.last, ALL_ROWS)).fetchall()
+        if new_rows:
+            matrix.extend(new_rows)
+        if matrix.nbytes > self.budget:
+            return None
+        self._loaded[name] = matrix
+        held = sum(m.nbytes for m in self._loaded.values())
+        while held > self.budget:
+            _, dropped = self._loaded.popitem(last=False)
+            held -= dropped.nbytes
+        return matrix
+
+
+def streamed(
+    conn: sqlite3.Connection,
+    scope: tuple[str, str],
+    fingerprint: str,
+    vector: Floats,
+    k: int,
+    scan: int | None,
+) -> tuple[dict[Key, float], int]:
+    """``Matrices.nearest`` for a scope too large to hold: block by block from SQLite."""
+    name = (*scope, fingerprint)
+    total, refs = conn.execute(SELECT_SIZE, name).fetchone()
+    last = 0
+    if scan is not None and scan < total:
+        last = int(conn.execute(SELECT_SCAN_START, (*name, scan - 1)).fetchone()[0])
+    found: dict[Key, float] = {}
+    while block := conn.execute(SELECT_ROWS, (*name, last, BLOCK_ROWS)).fetchall():
+        last = block[-1][0]
+        part = Matrix(0)
+        part.extend(block)
+        if part.buffer.shape[1] == len(vector):
+            for key, similarity in best(part.buffer @ vector, part.keys, k).items():
+                found[key] = max(found.get(key, -1.0), similarity)
+            found = dict(sorted(found.items(), key=lambda pair: -pair[1])[:k])
+    return found, int(refs)
+
+
+def best(similarities: Floats, keys: list[Key], k: int) -> dict[Key, float]:
+    """The ``k`` best keys by similarity, each at its best row (an event has several)."""
+    take = min(len(keys), 4 * k)  # chunks of one event may crowd the top
+    if take < len(keys):
+        top = np.argpartition(-similarities, take - 1)[:take]
+    else:
+        top = np.arange(len(keys))
+    found: dict[Key, float] = {}
+    for index in top[np.argsort(-similarities[top], kind="stable")]:
+        key = keys[index]
+        if key not in found:
+            found[key] = float(similarities[index])
+            if len(found) == k:
+                break
+    return found
