@@ -617,14 +617,15 @@ class Scope:
         ``progress(done, total)`` is called after each batch.
         """
         pipeline = self._runtime.model_work("embedding")
-        total, stored = await pipeline.reindex(self.persona, self.project, progress)
+        memories, events, stored = await pipeline.reindex(self.persona, self.project, progress)
         fingerprint = self._runtime.settings.embed_fingerprint
         assert fingerprint is not None
         return ReindexResult(
             persona=self.persona,
             project=self.project,
             fingerprint=fingerprint,
-            memories=total,
+            memories=memories,
+            events=events,
             embedded=stored,
         )
 

@@ -343,8 +343,12 @@ class ReindexResult(Record):
     fingerprint: str
     """Endpoint + model + version the vectors belong to."""
     memories: int
+    """Current memories read for embedding."""
+    events: int = 0
+    """Conversation and correction events read for embedding."""
     embedded: int
-    """Vectors stored; memories deleted or changed during the run are skipped."""
+    """Memories and events whose vectors were stored (an event may have several chunks);
+    those deleted or changed during the run are skipped."""
 
 
 class Status(Record):

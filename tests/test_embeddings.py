@@ -1,4 +1,5 @@
-"""Embeddings: opportunistic indexing, reindex and its swap, fingerprints, semantic recall.
+"""Embeddings: background indexing after commit, reindex and its swap, fingerprints,
+hybrid recall (rank fusion, the evidence floor, ``auto``).
 
 Most tests talk to ``amem.testing.FakeOpenAI`` over real TCP; where a test needs exact
 similarities or a failure at an exact request, an in-process endpoint (``Endpoint``) is
@@ -48,18 +49,23 @@ async def remember(scope: amem.Scope, *texts: str) -> list[str]:
     return ids
 
 
-async def settled(scope: amem.Scope, done: Callable[[amem.Status], bool]) -> amem.Status:
-    """Poll ``status()`` until ``done`` holds (background work finishes on its own time)."""
+async def settled(
+    scope: amem.Scope, done: Callable[[amem.Status], bool] = lambda s: s.coverage == 1.0
+) -> amem.Status:
+    """Poll ``status()`` until ``done`` holds (background work finishes on its own time);
+    by default until every memory and event of the scope has its vector."""
     with anyio.fail_after(10):
         while not done(status := await scope.status()):
             await anyio.sleep(0.02)
     return status
 
 
-def vectors(db_path: Path) -> set[tuple[str, str]]:
-    """Every ``(memory_id, fingerprint)`` in the vector cache, read with plain sqlite3."""
+def vectors(db_path: Path, kind: str = "memory") -> set[tuple[str, str]]:
+    """Every ``(ref, fingerprint)`` of memories (or events) in the vector cache, read with
+    plain sqlite3."""
     with closing(sqlite3.connect(db_path)) as conn:
-        return set(conn.execute("select memory_id, fingerprint from embeddings"))
+        sql = "select ref, fingerprint from vectors where doc_kind = ?"
+        return set(conn.execute(sql, (kind,)))
 
 
 def sent_texts(api: FakeOpenAI) -> list[str]:
@@ -67,7 +73,7 @@ def sent_texts(api: FakeOpenAI) -> list[str]:
 
 
 def covers_warning(result: amem.RecallResult) -> bool:
-    return any("covers" in w and "reindex" in w for w in result.warnings)
+    return any("vectors cover" in w and "reindex" in w for w in result.warnings)
 
 
 def embed_only(base_url: str, **extra: Any) -> amem.Settings:
@@ -124,34 +130,81 @@ async def test_new_extractions_are_embedded_after_commit(db_path: Path) -> None:
         async with amem.open(db_path, settings=settings) as mem:
             scope = mem.scope(persona="assistant", project="support")
             await scope.submit_event("我搬到杭州了，每天喝龙井茶", role="user", event_id="e-1")
-            status = await settled(scope, lambda s: s.memories == 2 and s.embedded == 2)
+            status = await settled(scope, lambda s: s.memories == 2 and s.coverage == 1.0)
             embedded = sorted(sent_texts(api))
             hits = await scope.recall("Hangzhou", mode="semantic")
     assert status.events["extracted"] == 1
-    assert status.coverage == 1.0
-    assert embedded == ["User drinks Longjing tea", "User lives in Hangzhou"]
+    assert (status.embedded, status.embedded_events) == (2, 1)
+    assert embedded == [
+        "User drinks Longjing tea",
+        "User lives in Hangzhou",
+        "我搬到杭州了，每天喝龙井茶",
+    ]
     assert hits.warnings == []
+    assert hits.ranking == "hybrid"
     assert hits.items[0].text == "User lives in Hangzhou"
     assert hits.items[0].components.semantic > 0
 
 
-async def test_manual_memories_wait_for_reindex(db_path: Path) -> None:
+async def test_every_memory_and_event_is_embedded_after_commit(db_path: Path) -> None:
     with FakeOpenAI() as api:
         async with amem.open(db_path, settings=embed_only(api.base_url)) as mem:
             scope = mem.scope(persona="assistant", project="support")
-            await remember(scope, "User lives in Hangzhou")
-            before = await scope.status()
-            unindexed = await scope.recall("Hangzhou", mode="semantic")
-            assert api.embedding_requests[-1]["input"] == ["Hangzhou"]  # only the query
-            await scope.reindex()
-            after = await scope.status()
-            indexed = await scope.recall("Hangzhou", mode="semantic")
-    assert (before.embedded, before.coverage) == (0, 0.0)
-    assert covers_warning(unindexed)
-    assert [item.components.semantic for item in unindexed.items] == [0.0]  # lexical only
-    assert (after.embedded, after.coverage) == (1, 1.0)
-    assert indexed.warnings == []
-    assert indexed.items[0].components.semantic > 0
+            tea, cat = await remember(scope, "User likes green tea", "User has a cat")
+            first = await settled(scope)
+            fixed = await scope.correct(cat, "User has a dog")
+            second = await settled(scope)
+            hits = await scope.recall("a dog", mode="semantic")
+    assert (first.embedded, first.embedded_events, first.coverage) == (2, 2, 1.0)
+    assert (second.embedded, second.embedded_events) == (2, 3)  # the correction event too
+    assert vectors(db_path) == {
+        (tea, f"{api.base_url}|fake|1"),
+        (fixed.memory.id, f"{api.base_url}|fake|1"),
+    }
+    assert hits.items[0].text == "User has a dog"
+    assert hits.items[0].components.semantic > 0
+    assert "User has a dog" in sent_texts(api)
+
+
+async def test_writes_never_wait_for_embedding(db_path: Path) -> None:
+    """An endpoint that does not answer holds back the vectors, never the write."""
+    with FakeOpenAI() as api:
+        async with amem.open(db_path, settings=embed_only(api.base_url)) as mem:
+            scope = mem.scope()
+            api.gate.clear()
+            with anyio.fail_after(5):
+                receipts = [
+                    await scope.submit_event(f"message {n} about tea", role="user")
+                    for n in range(20)
+                ]
+            waiting = await scope.status()
+            lexical = await scope.recall("tea", limit=50)
+            api.gate.set()
+            done = await settled(scope)
+            hybrid = await scope.recall("tea", limit=50)
+    assert len(receipts) == 20
+    assert waiting.embedded_events < 20
+    assert len(lexical.items) == 20
+    assert done.embedded_events == 20
+    assert hybrid.ranking == "hybrid" and len(hybrid.items) == 20
+    assert max(len(body["input"]) for body in api.embedding_requests) > 1  # batched
+
+
+async def test_a_long_event_is_embedded_in_chunks(db_path: Path) -> None:
+    endpoint = Endpoint()
+    filler = "User talked about the weather today. " * 30  # about 1,100 characters
+    text = filler + "Finally the user mentioned the saxophone lessons."
+    async with open_with(db_path, endpoint) as mem:
+        scope = mem.scope()
+        await scope.submit_event(text, role="user", event_id="long")
+        await settled(scope)
+        hits = await scope.recall("saxophone lessons", mode="semantic")
+    pieces = [t for body in endpoint.requests for t in body if t != "saxophone lessons"]
+    assert "".join(pieces) == text
+    assert len(pieces) == 3 and max(len(piece) for piece in pieces) == 500
+    assert [item.id for item in hits.items] == ["long"]
+    assert hits.items[0].raw_fallback
+    assert hits.items[0].components.semantic > 0
 
 
 # --- reindex -----------------------------------------------------------------------------
@@ -166,20 +219,28 @@ async def test_reindex_embeds_every_current_memory_of_the_scope(db_path: Path) -
             ids = await remember(scope, "lives in Hangzhou", "likes tea", "has a cat", "runs", "x")
             await remember(other, "lives in Paris", "likes coffee")
             fixed = await scope.correct(ids[4], "plays chess")
+            await settled(scope)
+            await settled(other)
+            with closing(sqlite3.connect(db_path)) as conn:  # a model change drops them all
+                conn.execute("delete from vectors")
+                conn.commit()
+            sent = len(api.embedding_requests)
             result = await scope.reindex(
                 progress=lambda done, total: progress.append((done, total))
             )
             status = await scope.status()
             elsewhere = await other.status()
         current = {*ids[:4], fixed.memory.id}
-    assert (result.memories, result.embedded) == (5, 5)
+        requests = api.embedding_requests[sent:]
+    assert (result.memories, result.events, result.embedded) == (5, 6, 11)
     assert result.fingerprint == f"{api.base_url}|fake|1" == status.fingerprint
-    assert progress == [(2, 5), (4, 5), (5, 5)]
-    assert [len(body["input"]) for body in api.embedding_requests] == [2, 2, 1]
-    assert sorted(sent_texts(api)) == sorted(
-        ["lives in Hangzhou", "likes tea", "has a cat", "runs", "plays chess"]
-    )  # not the revoked "x", nothing of the other scope
-    assert (status.memories, status.embedded, status.coverage) == (5, 5, 1.0)
+    assert progress == [(2, 11), (4, 11), (6, 11), (8, 11), (10, 11), (11, 11)]
+    assert [len(body["input"]) for body in requests] == [2, 2, 2, 2, 2, 1]
+    sent_now = sorted(text for body in requests for text in body["input"])
+    assert sent_now == sorted(
+        ["lives in Hangzhou", "likes tea", "has a cat", "runs", "plays chess"] * 2 + ["x"]
+    )  # the revoked memory "x" is not embedded, its event is; nothing of the other scope
+    assert (status.memories, status.embedded, status.embedded_events) == (5, 5, 6)
     assert (elsewhere.embedded, elsewhere.coverage) == (0, 0.0)
     assert vectors(db_path) == {(memory_id, result.fingerprint) for memory_id in current}
 
@@ -190,6 +251,7 @@ async def test_failed_reindex_keeps_the_old_index(db_path: Path) -> None:
     async with open_with(db_path, endpoint, embed_batch=2) as mem:
         scope = mem.scope(persona="assistant", project="support")
         ids = await remember(scope, *texts)
+        await settled(scope)
         built = await scope.reindex()
         before = await scope.recall("green tea with a cat", mode="semantic")
         # The next run gets other vectors for its first batch, then the endpoint fails.
@@ -203,7 +265,7 @@ async def test_failed_reindex_keeps_the_old_index(db_path: Path) -> None:
         after = await scope.recall("green tea with a cat", mode="semantic")
         status = await scope.status()
     assert caught.value.code == "embedding_failed"
-    assert (status.embedded, status.coverage) == (5, 1.0)
+    assert (status.embedded, status.embedded_events, status.coverage) == (5, 5, 1.0)
     assert [(i.id, i.components.semantic) for i in after.items] == [
         (i.id, i.components.semantic) for i in before.items
     ]
@@ -252,6 +314,7 @@ async def test_vectors_are_stored_only_for_memories_unchanged_meanwhile(db_path:
         async with amem.open(db_path, settings=embed_only(api.base_url)) as mem:
             scope = mem.scope(persona="assistant", project="support")
             deleted, corrected, kept = await remember(scope, "lives in Paris", "likes tea", "cat")
+            await settled(scope)
             results: list[amem.ReindexResult] = []
             api.gate.clear()
             async with anyio.create_task_group() as tg:
@@ -262,13 +325,15 @@ async def test_vectors_are_stored_only_for_memories_unchanged_meanwhile(db_path:
                 await scope.delete(memory_id=deleted)
                 fixed = await scope.correct(corrected, "likes coffee")
                 api.gate.set()
-            status = await scope.status()
+            status = await settled(scope)
     [result] = results
-    assert sent_texts(api) == ["lives in Paris", "likes tea", "cat"]
-    assert (result.memories, result.embedded) == (3, 1)
-    assert vectors(db_path) == {(kept, result.fingerprint)}  # not the new "likes coffee" either
+    # the reindex read three memories and their three events; of those, the deleted
+    # memory and event went and the corrected memory was revoked meanwhile
+    assert (result.memories, result.events, result.embedded) == (3, 3, 3)
+    fingerprint = result.fingerprint
+    assert vectors(db_path) == {(kept, fingerprint), (fixed.memory.id, fingerprint)}
     assert fixed.revoked_id == corrected
-    assert (status.memories, status.embedded, status.coverage) == (2, 1, 0.5)
+    assert (status.memories, status.embedded, status.embedded_events) == (2, 2, 3)
 
 
 async def test_a_memory_embedded_during_a_reindex_keeps_its_vector(db_path: Path) -> None:
@@ -284,9 +349,9 @@ async def test_a_memory_embedded_during_a_reindex_keeps_its_vector(db_path: Path
             choice = {"index": 0, "finish_reason": "stop",
                       "message": {"role": "assistant", "content": content}}  # fmt: skip
             return httpx.Response(200, json={"choices": [choice]})
-        if body["input"] == ["User said old"]:
+        if "User said old" in body["input"]:
             reindex_batches.append(body)
-            if len(reindex_batches) == 2:  # the first was the opportunistic embedding
+            if len(reindex_batches) == 2:  # the first was the embedding after commit
                 await release.wait()
         data = [{"index": n, "embedding": fake_embedding(t)} for n, t in enumerate(body["input"])]
         return httpx.Response(200, json={"data": data})
@@ -301,14 +366,14 @@ async def test_a_memory_embedded_during_a_reindex_keeps_its_vector(db_path: Path
     ):
         scope = mem.scope()
         await scope.submit_event("old", role="user")
-        await settled(scope, lambda s: s.embedded == 1)
+        await settled(scope, lambda s: s.memories == 1 and s.coverage == 1.0)
         async with anyio.create_task_group() as tg:
             tg.start_soon(scope.reindex)
             with anyio.fail_after(10):
                 while len(reindex_batches) < 2:
                     await anyio.sleep(0.01)
             await scope.submit_event("new", role="user")  # extracted and embedded meanwhile
-            await settled(scope, lambda s: s.memories == 2 and s.embedded == 2)
+            await settled(scope, lambda s: s.memories == 2 and s.coverage == 1.0)
             release.set()
         status = await scope.status()
     assert (status.memories, status.embedded, status.coverage) == (2, 2, 1.0)
@@ -363,10 +428,11 @@ async def test_input_type_tells_passages_from_queries(db_path: Path) -> None:
             await remember(scope, "User lives in Hangzhou")
             await scope.reindex()
             await scope.recall("Hangzhou", mode="deep")
-    assert [(body["input"], body["input_type"]) for body in api.embedding_requests] == [
-        (["User lives in Hangzhou"], "passage"),
-        (["Hangzhou"], "query"),
+    kinds = [
+        (body["input_type"], text) for body in api.embedding_requests for text in body["input"]
     ]
+    assert kinds[-1] == ("query", "Hangzhou")
+    assert {kind for kind, _ in kinds[:-1]} == {"passage"}
 
 
 # --- semantic recall ---------------------------------------------------------------------
@@ -387,21 +453,23 @@ def table_vector(text: str) -> list[float]:
     return TABLE[text]
 
 
-async def test_semantic_recall_finds_meaning_beyond_the_threshold(db_path: Path) -> None:
+async def test_the_model_floor_decides_whether_vectors_are_evidence(db_path: Path) -> None:
+    """Below the floor, the nearest vector is no evidence and nothing comes back; above
+    it, every vector that points the query's way (a positive cosine) takes part."""
     endpoint = Endpoint(table_vector)
     found: dict[float, list[tuple[str, float]]] = {}
-    for threshold in (0.6, 0.3):
-        async with open_with(db_path, endpoint, embed_min_similarity=threshold) as mem:
+    for floor in (0.9, 0.6):
+        async with open_with(db_path, endpoint, embed_min_similarity=floor) as mem:
             scope = mem.scope()
-            if threshold == 0.6:
+            if floor == 0.9:
                 await remember(scope, *list(TABLE)[1:4])
-                await scope.reindex()
-                assert (await scope.recall(QUERY)).items == []  # no lexical evidence at all
+                await settled(scope)
+                assert (await scope.recall(QUERY, mode="fast")).items == []  # no word matches
             hits = await scope.recall(QUERY, mode="semantic")
             assert hits.warnings == []
-            found[threshold] = [(i.text, round(i.components.semantic, 4)) for i in hits.items]
-    assert found[0.6] == [("User drives an old Volvo", 0.8)]
-    assert found[0.3] == [
+            found[floor] = [(i.text, round(i.components.semantic, 4)) for i in hits.items]
+    assert found[0.9] == []
+    assert found[0.6] == [
         ("User drives an old Volvo", 0.8),
         ("User sold a bicycle last spring", 0.4),
     ]
@@ -413,8 +481,9 @@ async def test_fast_recall_never_calls_the_embedding_endpoint(db_path: Path) -> 
         scope = mem.scope()
         await remember(scope, "User lives in Hangzhou")
         await scope.reindex()
+        await settled(scope)
         calls = len(endpoint.requests)
-        fast = await scope.recall("Hangzhou")
+        fast = await scope.recall("Hangzhou", mode="fast")
         assert len(endpoint.requests) == calls
         semantic = await scope.recall("Hangzhou", mode="semantic")
         assert len(endpoint.requests) == calls + 1
@@ -432,11 +501,11 @@ async def test_semantic_scans_only_recent_vectors_and_deep_scans_all(db_path: Pa
             scope, "User drives an old Volvo", "User likes green tea", "User has a cat",
             "User plays chess",
         )  # fmt: skip
-        await scope.reindex()
+        await settled(scope)
         semantic = await scope.recall(QUERY, mode="semantic")
         deep = await scope.recall(QUERY, mode="deep")
-    assert semantic.items == []
-    assert any("scanned only the 2 most recent eligible" in w for w in semantic.warnings)
+    assert semantic.items == []  # the two newest vectors: "User plays chess" and its event
+    assert any("searched only the 2 newest vectors" in w for w in semantic.warnings)
     assert [item.text for item in deep.items] == ["User drives an old Volvo"]
     assert deep.warnings == []
 
@@ -519,11 +588,11 @@ async def test_a_real_model_finds_paraphrases_and_nothing_unrelated(
         result = await scope.reindex()
         found = {}
         for query in [*paraphrases, *unrelated]:
-            lexical = [item.text for item in (await scope.recall(query)).items]
+            lexical = [item.text for item in (await scope.recall(query, mode="fast")).items]
             assert lexical == ([paraphrases[query]] if query == shared_stem else []), query
             found[query] = await scope.recall(query, mode="semantic")
         status = await scope.status()
-    assert (result.memories, result.embedded, status.coverage) == (6, 6, 1.0)
+    assert (result.memories, result.events, result.embedded, status.coverage) == (6, 6, 12, 1.0)
     for query, memory in paraphrases.items():
         hits = found[query]
         assert hits.warnings == [], query
@@ -533,3 +602,122 @@ async def test_a_real_model_finds_paraphrases_and_nothing_unrelated(
             assert all(item.components.lexical == 0 for item in hits.items)
     for query in unrelated:
         assert found[query].items == [], query
+
+
+# --- auto mode, the query cache, timeouts, the in-memory matrix ---------------------------
+
+
+class PassagesDown(Endpoint):
+    """Embeds queries; refuses every passage that mentions Paris (HTTP 500)."""
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if any("Paris" in text for text in json.loads(request.content)["input"]):
+            self.requests.append(json.loads(request.content)["input"])
+            return httpx.Response(500, json={"error": {"message": "down"}})
+        return super().__call__(request)
+
+
+async def test_auto_is_hybrid_only_where_vectors_cover_the_scope(db_path: Path) -> None:
+    endpoint = PassagesDown()
+    async with open_with(db_path, endpoint) as mem:
+        covered, bare = mem.scope(project="covered"), mem.scope(project="bare")
+        await remember(covered, "User lives in Hangzhou")
+        await remember(bare, "User moved from Paris to Hangzhou")
+        await settled(covered)
+        hybrid = await covered.recall("Hangzhou")
+        first = await bare.recall("Hangzhou")
+        asked = len(endpoint.requests)
+        again = await bare.recall("Hangzhou")
+        quiet = len(endpoint.requests) == asked  # the bare scope was just found uncovered
+        status = await bare.status()
+    assert (hybrid.mode, hybrid.ranking) == ("auto", "hybrid")
+    assert hybrid.items[0].components.fusion == 1.0  # first in both lists
+    assert (first.ranking, again.ranking) == ("lexical", "lexical")
+    assert [i.text for i in first.items] == [i.text for i in again.items]
+    assert [i.text for i in first.items] == ["User moved from Paris to Hangzhou"]
+    assert all(item.components.fusion is None for item in first.items)
+    assert quiet
+    assert first.warnings == again.warnings == []
+    assert status.coverage == 0.0
+
+
+async def test_a_repeated_query_is_embedded_once(db_path: Path) -> None:
+    endpoint = Endpoint()
+    async with open_with(db_path, endpoint) as mem:
+        scope = mem.scope()
+        await remember(scope, "User lives in Hangzhou")
+        await settled(scope)
+        for _ in range(3):
+            await scope.recall("where does the user live", mode="semantic")
+    asked = [body for body in endpoint.requests if body == ["where does the user live"]]
+    assert len(asked) == 1
+
+
+async def test_a_slow_query_embedding_falls_back_to_words(db_path: Path) -> None:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        texts = json.loads(request.content)["input"]
+        if texts == ["Hangzhou"]:
+            await anyio.sleep(30)  # the query: longer than the recall waits
+        data = [{"index": n, "embedding": fake_embedding(t)} for n, t in enumerate(texts)]
+        return httpx.Response(200, json={"data": data})
+
+    url = "http://api.test/v1"
+    settings = embed_only(url, embed_query_timeout=0.2)
+    async with (
+        httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client,
+        amem.open(db_path, settings=settings, http_client=client) as mem,
+    ):
+        scope = mem.scope()
+        await remember(scope, "User lives in Hangzhou")
+        await settled(scope)
+        with anyio.fail_after(5):
+            hits = await scope.recall("Hangzhou")
+    assert hits.ranking == "lexical"
+    assert [item.text for item in hits.items] == ["User lives in Hangzhou"]
+    assert any("took too long" in w for w in hits.warnings)
+
+
+async def test_search_sees_new_and_erased_vectors_at_once(db_path: Path) -> None:
+    """The matrix held in memory follows the file: new rows are appended, and an erasure
+    (any deleted vector) reloads it, so an erased memory is never found by its vector."""
+    endpoint = Endpoint(table_vector)
+    async with open_with(db_path, endpoint, embed_min_similarity=0.6) as mem:
+        scope = mem.scope()
+        [bike] = await remember(scope, "User sold a bicycle last spring")
+        await settled(scope)
+        assert (await scope.recall(QUERY, mode="semantic")).items == []  # 0.4: below the floor
+        [volvo] = await remember(scope, "User drives an old Volvo")
+        await settled(scope)
+        both = await scope.recall(QUERY, mode="semantic")
+        await scope.delete(memory_id=volvo)
+        after = await scope.recall(QUERY, mode="semantic")
+    assert [item.id for item in both.items] == [volvo, bike]
+    assert after.items == []  # the bicycle alone is no evidence again
+
+
+async def test_fusion_puts_what_both_lists_found_first(db_path: Path) -> None:
+    """A memory that matches the words and the meaning outranks one that matches only
+    the words better, and one that matches only the meaning."""
+    vectors_of = {
+        "tea": [1.0, 0.0, 0.0],
+        "User drinks tea tea tea every day": [0.0, 1.0, 0.0],  # words only
+        "User likes tea": [0.9, 0.43589, 0.0],  # words and meaning
+        "User loves a hot green brew": [0.95, 0.0, 0.31225],  # meaning only
+    }
+    endpoint = Endpoint(lambda text: vectors_of[text])
+    async with open_with(db_path, endpoint, embed_min_similarity=0.5) as mem:
+        scope = mem.scope()
+        await remember(scope, *list(vectors_of)[1:])
+        await settled(scope)
+        fast = await scope.recall("tea", mode="fast")
+        hybrid = await scope.recall("tea", mode="semantic")
+    assert fast.items[0].text == "User drinks tea tea tea every day"
+    assert hybrid.items[0].text == "User likes tea"
+    assert {item.text for item in hybrid.items[1:]} == {
+        "User loves a hot green brew",  # first of the dense list alone
+        "User drinks tea tea tea every day",  # first of the lexical list alone
+    }
+    assert hybrid.items[1].score == hybrid.items[2].score == 0.5
+    scores = [item.score for item in hybrid.items]
+    assert scores == sorted(scores, reverse=True)
+    assert all(item.score == round(item.components.fusion or 0, 6) for item in hybrid.items)

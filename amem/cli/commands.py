@@ -483,7 +483,8 @@ async def run_reindex(args: argparse.Namespace) -> int:
     show(
         args,
         result,
-        f"embedded {result.embedded} of {result.memories} memories ({result.fingerprint})",
+        f"embedded {result.embedded} of {result.memories} memories and {result.events} events"
+        f" ({result.fingerprint})",
     )
     return 0
 

@@ -203,13 +203,13 @@ class Pipeline:
 
     async def reindex(
         self, persona: str, project: str, progress: Progress | None
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int]:
         """Embed every current memory and indexed event of a scope, then swap the scope's
         index in one go.
 
         Vectors are staged under a private fingerprint while the batches run (outside any
         transaction); the old index stays in use until every batch succeeded. Returns
-        ``(memories and events, vectors stored)``.
+        ``(memories, events, memories and events stored)``.
         """
         fingerprint = self._settings.embed_fingerprint
         assert fingerprint is not None
@@ -235,7 +235,8 @@ class Pipeline:
             staged=staged,
             fingerprint=fingerprint,
         )
-        return len(todo), stored
+        memories = sum(1 for kind, _, _ in todo if kind == "memory")
+        return memories, len(todo) - memories, stored
 
 
 UNEMBEDDED = """not exists (select 1 from vectors v

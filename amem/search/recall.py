@@ -842,8 +842,9 @@ def add_nearest(
         )
     if not found and max(nearest.values(), default=-1.0) < q.min_similarity:
         return True, warnings  # no evidence: nothing is returned, however near the nearest
-    memories = {ref: similarity for (kind, ref), similarity in nearest.items() if kind == "memory"}
-    events = {ref: similarity for (kind, ref), similarity in nearest.items() if kind == "event"}
+    toward = {key: similarity for key, similarity in nearest.items() if similarity > 0}
+    memories = {ref: similarity for (kind, ref), similarity in toward.items() if kind == "memory"}
+    events = {ref: similarity for (kind, ref), similarity in toward.items() if kind == "event"}
     add_memories(conn, found, params, memories, "semantic")
     add_events(conn, found, params, events, q.kinds, "semantic")
     return True, warnings

@@ -84,7 +84,8 @@ def store_vectors(
     conn: sqlite3.Connection, fingerprint: str, items: Iterable[Embedded], now: str
 ) -> int:
     """Store vectors whose memory or event is still current with the text that was
-    embedded; returns how many were stored (the rest changed or went meanwhile)."""
+    embedded; returns how many memories and events got theirs (counting first chunks;
+    the rest changed or went meanwhile)."""
     stored = 0
     for item in items:
         sql = SELECT_MEMORY if item.kind == "memory" else SELECT_EVENT
@@ -94,7 +95,7 @@ def store_vectors(
         blob = np.asarray(item.vector, dtype="<f4").tobytes()
         values = (row[0], row[1], item.kind, item.ref, item.chunk, fingerprint)
         cursor = conn.execute(INSERT_VECTOR, (*values, len(item.vector), blob, item.text_hash, now))
-        stored += cursor.rowcount
+        stored += cursor.rowcount if item.chunk == 0 else 0
     return stored
 
 
