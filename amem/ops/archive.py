@@ -142,6 +142,7 @@ class MemoryRow(Times):
     invalid_at: str | None
     chain_order: int | None = None
     revoked_at: str | None
+    revoke_reason: str | None = None
     emotion: str | None
     valence: float | None = Field(default=None, ge=-1, le=1, allow_inf_nan=False)
     arousal: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)

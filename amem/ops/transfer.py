@@ -222,12 +222,12 @@ INSERTS = {
         values (:persona, :version, :text, :note, :created_at)""",
     "memories": """insert into memories (num, id, persona, project, event_id, text, quote,
         quote_start, quote_end, kind, basis, confidence, subject, fact_key, valid_at,
-        invalid_at, chain_order, revoked_at, emotion, valence, arousal, created_at, gist,
-        cue_key)
+        invalid_at, chain_order, revoked_at, revoke_reason, emotion, valence, arousal,
+        created_at, gist, cue_key)
         values (:num, :id, :persona, :project, :event_id, :text, :quote, :quote_start,
         :quote_end, :kind, :basis, :confidence, :subject, :fact_key, :valid_at, :invalid_at,
-        :chain_order, :revoked_at, :emotion, :valence, :arousal, :created_at, :gist,
-        :cue_key)""",
+        :chain_order, :revoked_at, :revoke_reason, :emotion, :valence, :arousal, :created_at,
+        :gist, :cue_key)""",
     "relations": """insert into relations (from_id, to_id, kind, persona, project, note,
         created_at) values (:from_id, :to_id, :kind, :persona, :project, :note, :created_at)""",
     "checkpoints": """insert into checkpoints (num, persona, project, session, goal,
