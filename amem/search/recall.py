@@ -99,8 +99,9 @@ RANKED = 50
 """Candidates scored with BM25 (by idf-weighted presence first), or ``limit`` if more. The
 same for every limit up to it, so a smaller limit returns a prefix of a larger one's items.
 More cost time and, on LoCoMo, no quality: candidates with few query terms are noise."""
-CANDIDATES = 200
-"""Nearest memories and events taken per query in hybrid recall."""
+CANDIDATES = 50
+"""Nearest memories and events taken per query in hybrid recall (ranks past 50 add less
+than a third of the first rank's share to a fusion, and each costs a row read)."""
 FUSION_K = 60
 """The rank offset of reciprocal-rank fusion (Cormack et al., 2009): larger flattens the
 difference between the first ranks."""
@@ -861,9 +862,13 @@ def fuse(found: dict[str, Candidate], q: RecallQuery) -> None:
     dense list (each ranked by its own evidence scaled by the priors), summed and scaled
     so that first in both lists is 1.0."""
     for evidence in (LEXICAL_EVIDENCE, DENSE_EVIDENCE):
-        listed = [c for c in found.values() if any(getattr(c, name) for name in evidence)]
-        listed.sort(key=lambda c: -score(parts(c, q), evidence))
-        for rank, candidate in enumerate(listed, 1):
+        listed = [
+            (-score(parts(c, q), evidence), n, c)
+            for n, c in enumerate(found.values())
+            if any(getattr(c, name) for name in evidence)
+        ]
+        listed.sort(key=lambda entry: entry[:2])
+        for rank, (_, _, candidate) in enumerate(listed, 1):
             share = (FUSION_K + 1) / (FUSION_K + rank) / 2
             candidate.fusion = (candidate.fusion or 0.0) + share
 
