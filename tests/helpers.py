@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -10,6 +11,7 @@ import anyio
 import anyio.lowlevel
 
 import amem
+from amem.db.schema import V1
 
 T = TypeVar("T")
 
@@ -48,3 +50,12 @@ async def cancelled_after(ticks: int, call: Callable[[], Awaitable[T]]) -> list[
             await anyio.lowlevel.checkpoint()
         cancel_scope.cancel()
     return finished
+
+
+def undo_v6(conn: sqlite3.Connection) -> None:
+    """Take back schema v6 (it came after stemming): its tables go, ``embeddings`` is back."""
+    for table in ("vectors", "vector_epochs", "erased_events", "scope_limits"):
+        conn.execute(f"drop table {table}")
+    conn.execute("alter table memories drop column revoke_reason")
+    [embeddings] = [sql for sql in V1 if "create table embeddings" in sql]
+    conn.execute(embeddings)

@@ -474,8 +474,8 @@ def test_retry_and_reindex_with_an_endpoint(tmp_path: Path) -> None:
 
         result = amem_cli("reindex", *db, env=env)
         assert result.returncode == 0, result.stderr
-        assert result.stdout.startswith("embedded 2 of 2 memories (")
-        assert "reindex: 2/2" in result.stderr
+        assert result.stdout.startswith("embedded 4 of 4 (2 memories, 2 events; ")
+        assert "reindex: 4/4" in result.stderr
         assert KEY not in result.stdout + result.stderr
         assert api.embedding_requests
         semantic = json.loads(

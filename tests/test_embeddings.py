@@ -186,7 +186,8 @@ async def test_writes_never_wait_for_embedding(db_path: Path) -> None:
     assert waiting.embedded_events < 20
     assert len(lexical.items) == 20
     assert done.embedded_events == 20
-    assert hybrid.ranking == "hybrid" and len(hybrid.items) == 20
+    assert hybrid.ranking == "hybrid"
+    assert len(hybrid.items) == 20
     assert max(len(body["input"]) for body in api.embedding_requests) > 1  # batched
 
 
@@ -201,7 +202,8 @@ async def test_a_long_event_is_embedded_in_chunks(db_path: Path) -> None:
         hits = await scope.recall("saxophone lessons", mode="semantic")
     pieces = [t for body in endpoint.requests for t in body if t != "saxophone lessons"]
     assert "".join(pieces) == text
-    assert len(pieces) == 3 and max(len(piece) for piece in pieces) == 500
+    assert len(pieces) == 3
+    assert max(len(piece) for piece in pieces) == 500
     assert [item.id for item in hits.items] == ["long"]
     assert hits.items[0].raw_fallback
     assert hits.items[0].components.semantic > 0

@@ -39,27 +39,29 @@ async def test_deleting_an_event_removes_everything_derived(
 ) -> None:
     scope = mem.scope()
     jazz, oslo = await jazz_and_oslo(scope)
-    await database(mem).write(
-        lambda c: c.execute(
-            "insert into embeddings (memory_id, fingerprint, dim, vector, text_hash, created_at)"
-            " values (?, 'fp', 1, x'00', 'h', '2026-01-01T00:00:00.000000Z')",
-            (jazz.id,),
+    for kind, ref in (("memory", jazz.id), ("event", "e-1")):
+        await database(mem).write(
+            lambda c, kind=kind, ref=ref: c.execute(
+                "insert into vectors (persona, project, doc_kind, ref, chunk, fingerprint, dim,"
+                " vector, text_hash, created_at) values ('default', 'default', ?, ?, 0, 'fp', 1,"
+                " x'00000000', 'h', '2026-01-01T00:00:00.000000Z')",
+                (kind, ref),
+            )
         )
-    )
     removed = await scope.delete(event_id="e-1")
     assert removed.event_ids == ["e-1"]
     assert sorted(removed.memory_ids) == sorted([jazz.id, oslo.id])
     assert (removed.search_rows, removed.vectors, removed.relations) == (
         3,
-        1,
+        2,
         0,
-    )  # 2 memories, 1 event
+    )  # 2 memories, 1 event; the vectors of a memory and of the event
     with pytest.raises(amem.NotFound):
         await scope.read("e-1")
     assert (await scope.recall("jazz Oslo")).items == []
     conn = sqlite3.connect(db_path)
     counts = [conn.execute(f"select count(*) from {t}").fetchone()[0]
-              for t in ("events", "memories", "embeddings", "search_docs")]  # fmt: skip
+              for t in ("events", "memories", "vectors", "search_docs")]  # fmt: skip
     conn.close()
     assert counts == [0, 0, 0, 0]
 

@@ -239,6 +239,7 @@ async def test_items_report_their_score_components(scope: amem.Scope) -> None:
     assert len(items) == 2
     for item in items:
         parts = item.components.model_dump()
+        assert parts.pop("fusion") is None  # fast ranking: no rank fusion
         assert set(parts) == set(WEIGHTS)
         assert all(0 <= value <= 1 for value in parts.values())
         evidence = 0.40 * parts["lexical"] + 0.25 * parts["semantic"] + 0.10 * parts["link"]

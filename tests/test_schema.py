@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from helpers import undo_v6
 
 import amem
 from amem.db.schema import FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
@@ -49,8 +50,9 @@ async def test_a_new_file_is_at_the_current_version_in_wal_mode(db_path: Path) -
         assert sqlite_value(db_path, "pragma journal_mode") == "wal"
     assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION == 6
     tables = {
-        "events", "personas", "memories", "relations", "checkpoints", "embeddings",
-        "search_docs", "search_fts", "capture_cursors",
+        "events", "personas", "memories", "relations", "checkpoints", "vectors",
+        "vector_epochs", "erased_events", "scope_limits", "search_docs", "search_fts",
+        "capture_cursors",
     }  # fmt: skip
     names = sqlite3.connect(db_path).execute("select name from sqlite_master").fetchall()
     assert tables <= {name for (name,) in names}
@@ -139,6 +141,7 @@ async def test_v3_index_is_rebuilt_so_every_letter_is_found(db_path: Path) -> No
     conn.execute("drop table search_fts")  # the index as schema v3 built it
     for statement in (V3_FTS, "insert into search_fts (search_fts) values ('rebuild')"):
         conn.execute(statement)
+    undo_v6(conn)
     conn.execute("pragma user_version = 3")
     conn.close()
     async with amem.open(db_path) as mem:

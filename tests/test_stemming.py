@@ -23,6 +23,7 @@ import anyio
 import anyio.abc
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
+from helpers import undo_v6
 
 import amem
 from amem.db.drivers import open_sqlite
@@ -88,6 +89,7 @@ def write_unstemmed_index(path: Path) -> int:
             ],
         )
         conn.execute("insert into search_fts (search_fts) values ('rebuild')")
+        undo_v6(conn)
         conn.execute("pragma user_version = 4")
         conn.execute("commit")
     return len(docs)

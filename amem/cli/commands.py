@@ -483,8 +483,8 @@ async def run_reindex(args: argparse.Namespace) -> int:
     show(
         args,
         result,
-        f"embedded {result.embedded} of {result.memories} memories and {result.events} events"
-        f" ({result.fingerprint})",
+        f"embedded {result.embedded} of {result.memories + result.events} "
+        f"({result.memories} memories, {result.events} events; {result.fingerprint})",
     )
     return 0
 
