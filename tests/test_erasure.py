@@ -41,8 +41,9 @@ async def test_deleting_an_event_removes_everything_derived(
     jazz, oslo = await jazz_and_oslo(scope)
     await database(mem).write(
         lambda c: c.execute(
-            "insert into embeddings (memory_id, fingerprint, dim, vector, text_hash, created_at)"
-            " values (?, 'fp', 1, x'00', 'h', '2026-01-01T00:00:00.000000Z')",
+            "insert into vectors (persona, project, doc_kind, ref, chunk, fingerprint, dim,"
+            " vector, text_hash, created_at) values ('default', 'default', 'memory', ?, 0,"
+            " 'fp', 1, x'00', 'h', '2026-01-01T00:00:00.000000Z')",
             (jazz.id,),
         )
     )
@@ -59,7 +60,7 @@ async def test_deleting_an_event_removes_everything_derived(
     assert (await scope.recall("jazz Oslo")).items == []
     conn = sqlite3.connect(db_path)
     counts = [conn.execute(f"select count(*) from {t}").fetchone()[0]
-              for t in ("events", "memories", "embeddings", "search_docs")]  # fmt: skip
+              for t in ("events", "memories", "vectors", "search_docs")]  # fmt: skip
     conn.close()
     assert counts == [0, 0, 0, 0]
 
