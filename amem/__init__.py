@@ -25,6 +25,7 @@ from .models import (
     DoctorCheck,
     DoctorReport,
     Emotion,
+    Erasure,
     Event,
     EventReceipt,
     Evidence,
@@ -35,9 +36,11 @@ from .models import (
     RecallResult,
     ReindexResult,
     Relation,
+    Retraction,
     RetryResult,
     ScoreComponents,
     Status,
+    TombstoneImport,
 )
 
 __all__ = [
@@ -55,6 +58,7 @@ __all__ = [
     "DoctorCheck",
     "DoctorReport",
     "Emotion",
+    "Erasure",
     "Event",
     "EventReceipt",
     "Evidence",
@@ -68,12 +72,14 @@ __all__ = [
     "RecallResult",
     "ReindexResult",
     "Relation",
+    "Retraction",
     "RetryResult",
     "Scope",
     "ScoreComponents",
     "Settings",
     "Status",
     "StorageError",
+    "TombstoneImport",
     "UpstreamError",
     "open",
 ]

@@ -3,7 +3,7 @@
 AmemError (code: str)
   InvalidInput      invalid_input, invalid_time, quote_mismatch, role_violation,
                     not_configured, path_not_allowed
-  Conflict          duplicate_conflict, version_conflict
+  Conflict          duplicate_conflict, version_conflict, erased
   NotFound          not_found
   BudgetTooSmall    insufficient_budget
   StorageError      schema_too_new, not_amem_database, not_a_database, read_only,
@@ -51,7 +51,9 @@ class InvalidInput(AmemError):
 
 
 class Conflict(AmemError):
-    """The request contradicts what is already stored; nothing was written."""
+    """The request contradicts what is already stored; nothing was written.
+
+    ``erased``: the event ID was erased from this scope, and its tombstone refuses it."""
 
     default_code = "duplicate_conflict"
 

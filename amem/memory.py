@@ -52,6 +52,7 @@ from .limits import (
     MAX_CAPTURE_ENTRIES,
     MAX_EVENT_CHARS,
     MAX_EXCLUDED_EVENTS,
+    MAX_KEY_CHARS,
     MAX_MEMORY_CHARS,
     MAX_NAME_CHARS,
     MAX_NOTE_CHARS,
@@ -74,6 +75,7 @@ from .models import (
     CurrentEmotion,
     Deletion,
     DoctorReport,
+    Erasure,
     EventReceipt,
     Evidence,
     MemoryDraft,
@@ -82,8 +84,10 @@ from .models import (
     RecallResult,
     ReindexResult,
     Relation,
+    Retraction,
     RetryResult,
     Status,
+    TombstoneImport,
 )
 from .ops import doctor, files, transfer
 from .search import index
@@ -102,7 +106,9 @@ from .store import (
     pages,
     personas,
     relations,
+    retraction,
     status,
+    tombstones,
 )
 
 P = ParamSpec("P")
@@ -110,6 +116,8 @@ T = TypeVar("T")
 
 QUERY_VECTORS = 256
 """Query embeddings kept per ``Memory`` (an agent often asks the same thing again)."""
+TOMBSTONE_BATCH = 5_000
+"""Tombstones ``import_tombstones`` records per write transaction."""
 LEXICAL_RECHECK = 30.0
 """Seconds ``auto`` recall ranks a scope it found too little embedded lexically, without
 embedding the query, before it looks at the scope's vectors again."""
@@ -336,11 +344,12 @@ class Memory:
 
         The archive is read as a stream, in one write transaction: every row is validated
         before it is inserted, and nothing is committed unless the whole archive is valid.
-        ``progress(done, total)`` counts rows, from the writer's thread. Vectors need
-        ``reindex``.
+        An event whose tombstone the archive holds is left out, with its memories and
+        their relations (``skipped`` counts them). ``progress(done, total)`` counts rows,
+        from the writer's thread. Vectors need ``reindex``.
         """
-        counts = await self._runtime.write(transfer.import_archive, path, progress)
-        return ArchiveResult(path=str(path), counts=counts)
+        counts, skipped = await self._runtime.write(transfer.import_archive, path, progress)
+        return ArchiveResult(path=str(path), counts=counts, skipped=skipped)
 
     async def backup(
         self, path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
@@ -355,8 +364,42 @@ class Memory:
     ) -> ArchiveResult:
         """Load a backup file into this (empty) database, through the same validation as
         an archive (and the same single transaction), and rebuild the search index."""
-        counts = await self._runtime.write(transfer.restore_backup, path, progress)
-        return ArchiveResult(path=str(path), counts=counts)
+        counts, skipped = await self._runtime.write(transfer.restore_backup, path, progress)
+        return ArchiveResult(path=str(path), counts=counts, skipped=skipped)
+
+    async def import_tombstones(
+        self, path: str | os.PathLike[str], *, dry_run: bool = False
+    ) -> TombstoneImport:
+        """Apply the tombstones of an archive (a newer export) to this database, which
+        need not be empty: record them, so the events they name are never stored again,
+        and erase those events where this database still holds them (an older backup
+        brings them back), with everything derived, scope by scope in batches.
+
+        The whole archive is read and checked first (``archive_invalid``; nothing is
+        written then). ``dry_run=True`` says what would happen and writes nothing.
+        """
+        if not isinstance(dry_run, bool):
+            raise InvalidInput("dry_run must be true or false")
+        buried = await anyio.to_thread.run_sync(transfer.read_tombstones, path)
+        digests = frozenset(digest for digest, _ in buried)
+        if dry_run:
+            new = await self._runtime.read(tombstones.count_new, digests)
+        else:
+            new = 0
+            for start in range(0, len(buried), TOMBSTONE_BATCH):
+                batch = buried[start : start + TOMBSTONE_BATCH]
+                new += await self._runtime.write(tombstones.add, batch)
+        found = await self._runtime.read(tombstones.find_events, digests)
+        erasures = []
+        for (persona, project), ids in sorted(found.items()):
+            scope = self.scope(persona, project)
+            if dry_run:
+                erasures.append(await scope._read(erasure.preview, event_ids=ids))
+            else:
+                erasures.append(await scope._erase_ids(ids))
+        return TombstoneImport(
+            path=str(path), dry_run=dry_run, tombstones=len(digests), new=new, erasures=erasures
+        )
 
     async def doctor(self, *, rebuild_index: bool = False) -> DoctorReport:
         """Check the database's health (see docs/operations.md); ``rebuild_index`` first
@@ -747,16 +790,25 @@ class Scope:
         return done
 
     async def delete(
-        self, *, event_id: str | None = None, memory_id: str | None = None
+        self, *, event_id: str | None = None, memory_id: str | None = None, dry_run: bool = False
     ) -> Deletion:
-        """Permanently delete an event or memory with everything derived from or correcting it.
+        """Permanently erase a whole message: an event (or a memory's source event) with
+        every memory derived from it and its correction lineage, leaving a tombstone so
+        the event ID is never stored again. To forget one memory alone, use ``retract``.
 
-        Give exactly one of ``event_id`` and ``memory_id``. Returns what was removed.
+        Give exactly one of ``event_id`` and ``memory_id``. Returns what was removed;
+        ``dry_run=True`` returns what would be, computed the same way, and writes nothing.
         """
         if (event_id is None) == (memory_id is None):
             raise InvalidInput("give exactly one of event_id and memory_id")
         event_id = optional_name(event_id, "event_id")
         memory_id = optional_name(memory_id, "memory_id")
+        if not isinstance(dry_run, bool):
+            raise InvalidInput("dry_run must be true or false")
+        if dry_run:
+            return await self._read(
+                erasure.delete, event_id=event_id, memory_id=memory_id, now=db_now(), dry_run=True
+            )
         removed = await self._write(
             erasure.delete, event_id=event_id, memory_id=memory_id, now=db_now()
         )
@@ -764,6 +816,80 @@ class Scope:
         # when the writer is next idle (a merge and a WAL truncation), never on this await
         self._runtime.db.writer.when_idle(index.purge_deleted_terms)
         return removed
+
+    # --- forgetting: one memory, many events ------------------------------------------
+
+    async def retract(self, memory_id: str, reason: str | None = None) -> Retraction:
+        """Forget one memory alone: revoke it (out of recall and context packs for good,
+        its row kept for audit with ``reason``), mark its source event ``amended`` so the
+        event's raw text never comes back as raw fallback, and invalidate the scope's
+        checkpoints. Sibling memories of the same event stay. Retracting a memory already
+        revoked changes nothing (``already_revoked``). To erase the words, ``delete``.
+        """
+        memory_id = require_name(memory_id, "memory_id")
+        if reason is not None:
+            reason = require_text(reason, "reason", max_chars=MAX_NOTE_CHARS)
+        return await self._write(
+            retraction.retract, memory_id=memory_id, reason=reason, now=db_now()
+        )
+
+    async def erase(
+        self,
+        *,
+        session: str | None = None,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
+        subject: str | None = None,
+        fact_key: str | None = None,
+        everything: bool = False,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> Erasure:
+        """Permanently erase many events of this scope, each with everything ``delete``
+        would take with it, and leave their tombstones.
+
+        Selectors, combined (every given one must hold): ``session``; ``since`` and
+        ``until`` (``since <= occurred_at < until``); ``subject`` with an optional
+        ``fact_key`` (events with a memory about it: the whole event goes, siblings too).
+        ``everything=True`` selects the whole scope and goes alone. At least one is
+        required. ``dry_run=True`` returns what would go and writes nothing.
+
+        Runs in batches of a few hundred events, each its own transaction, so other writers
+        are never held up for long; an interrupted erase leaves whole events erased and the
+        rest untouched, and running it again erases the rest. ``progress(done, total)``
+        counts selected events.
+        """
+        selector = erase_selector(session, since, until, subject, fact_key, everything)
+        if not isinstance(dry_run, bool):
+            raise InvalidInput("dry_run must be true or false")
+        if dry_run:
+            return await self._read(erasure.preview, selector)
+        total = await self._read(erasure.count_selected, selector)
+        erased, done, after = erasure.nothing(self.persona, self.project), 0, 0
+        while True:  # a read picks each batch, so the write lock is held only to erase
+            starts, after = await self._read(erasure.select_events, selector, after)
+            if not starts:
+                break
+            erased = await self._erase_batch(erased, starts)
+            done += len(starts)
+            if progress is not None:
+                progress(min(done, total), total)
+        return erased
+
+    async def _erase_ids(self, event_ids: Sequence[str]) -> Erasure:
+        """Erase these events of the scope (those still there), in batches."""
+        erased = erasure.nothing(self.persona, self.project)
+        for start in range(0, len(event_ids), erasure.BATCH_EVENTS):
+            batch = event_ids[start : start + erasure.BATCH_EVENTS]
+            erased = await self._erase_batch(erased, batch)
+        return erased
+
+    async def _erase_batch(self, erased: Erasure, event_ids: Sequence[str]) -> Erasure:
+        """One write transaction of a bulk erase, added to the receipt so far."""
+        batch = await self._write(erasure.erase_events, event_ids, now=db_now())
+        if batch.events:  # as after ``delete``: the erased terms leave the file when idle
+            self._runtime.db.writer.when_idle(index.purge_deleted_terms)
+        return erasure.combine(erased, batch)
 
     async def relate(self, from_id: str, to_id: str) -> Relation:
         """Link two memories of this scope with an explicit ``related`` link (idempotent)."""
@@ -879,6 +1005,7 @@ class Scope:
             update={
                 "stored": [e for s in slices for e in s.stored],
                 "duplicates": [e for s in slices for e in s.duplicates],
+                "erased": [e for s in slices for e in s.erased],
                 "skipped": min(first, len(entries)),
                 "receipts": [r for s in slices for r in s.receipts],
             }
@@ -924,6 +1051,45 @@ class Scope:
 def scope_name(name: str | None, field: str, default: str) -> str:
     """A persona or project name; None (never "") takes the configured default."""
     return require_name(default if name is None else name, field, max_chars=MAX_NAME_CHARS)
+
+
+def erase_selector(
+    session: str | None,
+    since: str | datetime | None,
+    until: str | datetime | None,
+    subject: str | None,
+    fact_key: str | None,
+    everything: bool,
+) -> erasure.Selector:
+    """The events a bulk erase starts from, checked: at least one selector, and
+    ``everything`` alone, so that nothing is erased by accident."""
+    if not isinstance(everything, bool):
+        raise InvalidInput("everything must be true or false")
+    given = [x is not None for x in (session, since, until, subject, fact_key)]
+    if everything and any(given):
+        raise InvalidInput("everything=True erases the whole scope and takes no other selector")
+    if not everything and not any(given):
+        raise InvalidInput(
+            "say what to erase: session, since/until, subject (with fact_key), or everything=True"
+        )
+    if fact_key is not None and subject is None:
+        raise InvalidInput("fact_key needs subject")
+    start = None if since is None else db_time(parse_time(since, "since"))
+    end = None if until is None else db_time(parse_time(until, "until"))
+    if start is not None and end is not None and start >= end:
+        raise InvalidInput("since must be earlier than until")
+    subject, fact_key = (
+        None if value is None else require_name(value, field, max_chars=MAX_KEY_CHARS)
+        for field, value in (("subject", subject), ("fact_key", fact_key))
+    )
+    return erasure.Selector(
+        session=optional_name(session, "session"),
+        since=start,
+        until=end,
+        subject=subject,
+        fact_key=fact_key,
+        everything=everything,
+    )
 
 
 def new_event_id() -> str:

@@ -282,16 +282,82 @@ class Correction(Record):
 
 
 class Deletion(Record):
-    """What ``Scope.delete`` permanently removed, in one transaction."""
+    """What ``Scope.delete`` permanently removed, in one transaction; with ``dry_run``,
+    what it would remove (computed the same way, nothing written)."""
 
     persona: str
     project: str
+    dry_run: bool = False
     event_ids: list[str]
+    """The event, and the events of its correction lineage."""
     memory_ids: list[str]
+    """Every memory derived from those events, lineage included."""
     relations: int
     search_rows: int
     vectors: int
     checkpoints_invalidated: int
+    checkpoints_cleared: int = 0
+    """Invalidated checkpoints of the scope whose text was blanked (metadata kept)."""
+
+
+# --- forgetting: retraction, bulk erasure, tombstones -------------------------------------
+
+
+class Retraction(Record):
+    """What ``Scope.retract`` did: one memory revoked (kept for audit), its source event
+    marked ``amended``, its siblings left as they were."""
+
+    persona: str
+    project: str
+    memory_id: str
+    event_id: str
+    """The memory's source event, now ``amended`` (its raw text is never raw fallback)."""
+    reason: str | None
+    revoked_at: datetime
+    already_revoked: bool
+    """True when the memory was already revoked (retracted or corrected): nothing changed."""
+    event_amended: bool
+    """True when this call marked the source event ``amended`` (False if it already was)."""
+    sibling_ids: list[str]
+    """Current memories derived from the same event: they stay, found by their own text."""
+    search_rows: int
+    vectors: int
+    checkpoints_invalidated: int
+
+
+class Erasure(Record):
+    """What ``Scope.erase`` removed (or, with ``dry_run``, would remove): counts, and the
+    first ``1,000`` event and memory IDs (``ids_truncated`` when there are more)."""
+
+    persona: str
+    project: str
+    dry_run: bool
+    events: int
+    memories: int
+    relations: int
+    search_rows: int
+    vectors: int
+    checkpoints_invalidated: int
+    checkpoints_cleared: int
+    """Invalidated checkpoints of the scope whose text was blanked (metadata kept)."""
+    batches: int
+    """Write transactions it took (0 for a dry run or when nothing matched)."""
+    event_ids: list[str]
+    memory_ids: list[str]
+    ids_truncated: bool
+
+
+class TombstoneImport(Record):
+    """What ``Memory.import_tombstones`` did (or, with ``dry_run``, would do)."""
+
+    path: str
+    dry_run: bool
+    tombstones: int
+    """Tombstones in the archive."""
+    new: int
+    """Those this database did not hold yet (added, or would be)."""
+    erasures: list[Erasure]
+    """One per scope that held events the tombstones name: erased with everything derived."""
 
 
 class Relation(Record):
@@ -433,6 +499,9 @@ class CaptureResult(Record):
     """Event IDs already stored with the same payload (a replay)."""
     skipped: int
     """Entries before the cursor, not looked at (a deleted event stays deleted)."""
+    erased: list[str] = []
+    """Event IDs of entries past the cursor that were erased from this scope: not stored
+    again (a tombstone refuses them), and the cursor moves past them."""
     checkpoint: Checkpoint | None
     receipts: list[EventReceipt]
 
@@ -443,6 +512,9 @@ class ArchiveResult(Record):
     path: str
     counts: dict[str, int]
     """Rows per table (empty for a backup, which copies the whole file)."""
+    skipped: dict[str, int] = {}
+    """Import and restore: rows per table left out because the file's own tombstones
+    erased their event (events, their memories and relations)."""
 
 
 class DoctorCheck(Record):

@@ -50,7 +50,8 @@ SPEC_ARGS: dict[str, set[str]] = {
     },
     "memory_read": {"id", "offset", "limit"},
     "memory_correct": {"memory_id", "text", "valid_at", "reason"},
-    "memory_delete": {"event_id", "memory_id"},
+    "memory_delete": {"event_id", "memory_id", "dry_run"},
+    "memory_retract": {"memory_id", "reason"},
     "memory_relate": {"from_id", "to_id"},
     "checkpoint_save": {
         "session",

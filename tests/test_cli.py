@@ -114,6 +114,10 @@ HELP = {
     "reindex": ["AMEM_EMBED", "stderr"],
     "retry": ["--event-id", "AMEM_EXTRACT", "stderr"],
     "host-ingest": ["FILE", "--instance", "--session", "--goal", "version_conflict"],
+    "correct": ["MEMORY_ID", "TEXT", "--reason", "--valid-at", "amended"],
+    "retract": ["MEMORY_ID", "--reason", "amem delete", "stay"],
+    "delete": ["--event", "--memory", "--dry-run", "amem retract", "never be stored again"],
+    "erase": ["--session", "--since", "--subject", "--fact-key", "--everything", "--yes"],
 }
 
 

@@ -66,6 +66,7 @@ def test_every_cli_command_is_documented() -> None:
 def test_every_spec_cli_command_exists() -> None:
     spec = {"serve", "demo", "submit", "recall", "read", "persona", "export", "import",
             "backup", "restore", "doctor", "reindex", "retry", "host-ingest"}  # fmt: skip
+    spec |= {"correct", "retract", "delete", "erase"}  # SPEC section 10: forgetting
     assert spec == set(subcommands(build_parser()))
 
 

@@ -41,6 +41,7 @@ SPEC_REQUIRED: dict[str, set[str]] = {
     "memory_read": {"id"},
     "memory_correct": {"memory_id", "text"},
     "memory_delete": set(),
+    "memory_retract": {"memory_id"},
     "memory_relate": {"from_id", "to_id"},
     "checkpoint_save": {"session", "goal"},
     "session_resume": {"session", "budget_tokens"},
@@ -82,9 +83,11 @@ async def test_tools_are_exactly_the_spec_set(anyio_backend: str, tmp_path: Path
         assert "never instructions" in description, name
     for name in ("memory_recall", "memory_read", "session_resume", "memory_status"):
         assert tools[name].annotations.readOnlyHint is True, name  # type: ignore[union-attr]
-    for name in ("event_submit", "memory_add", "memory_correct", "memory_delete"):
+    for name in ("event_submit", "memory_add", "memory_correct", "memory_delete",
+                 "memory_retract"):  # fmt: skip
         assert tools[name].annotations.readOnlyHint is False, name  # type: ignore[union-attr]
-    assert tools["memory_delete"].annotations.destructiveHint is True  # type: ignore[union-attr]
+    for name in ("memory_delete", "memory_retract"):
+        assert tools[name].annotations.destructiveHint is True, name  # type: ignore[union-attr]
     roles = tools["event_submit"].inputSchema["properties"]["role"]
     assert set(roles["enum"]) == {"user", "assistant", "system", "tool"}
 

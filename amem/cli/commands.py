@@ -27,7 +27,7 @@ from ..errors import AmemError, InvalidInput
 from ..inputs import validation_problems
 from ..memory import Memory, Scope
 from ..memory import open as open_memory
-from ..models import RECALL_MODES, ROLES, SUBMITTABLE_CATEGORIES, ArchiveResult
+from ..models import RECALL_MODES, ROLES, SUBMITTABLE_CATEGORIES, ArchiveResult, Erasure
 from .demo import SAMPLE_PERSONA, SAMPLE_PROJECT, demo
 from .show import recall_line
 
@@ -164,6 +164,81 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("id", metavar="ID")
     read.add_argument("--offset", type=int, default=0)
     read.add_argument("--limit", type=int, default=4000)
+
+    # --- forgetting: correct, retract one memory, delete one message, erase many ---------
+
+    correct = command(
+        "correct",
+        run_correct,
+        "replace a mistaken memory",
+        (
+            "Replace the memory MEMORY_ID, which is wrong (misheard, misread), with TEXT ('-' "
+            "reads stdin): the mistaken memory is revoked, the corrected one keeps its start "
+            "unless --valid-at is given, the original event is marked amended and the "
+            "scope's checkpoints are invalidated. For a fact that changed, submit the new "
+            "message instead."
+        ),
+    )
+    correct.add_argument("memory_id", metavar="MEMORY_ID")
+    correct.add_argument("text", metavar="TEXT")
+    correct.add_argument("--reason", help="why (kept with the correction)")
+    correct.add_argument("--valid-at", help="ISO-8601 start of the corrected fact")
+
+    retract = command(
+        "retract",
+        run_retract,
+        "forget one memory (its message and other memories stay)",
+        (
+            "Forget the memory MEMORY_ID alone: it leaves recall and context packs for good "
+            "(kept, with --reason, for audit), its source event is marked amended so its raw "
+            "text never comes back as raw fallback, and other memories of the same event "
+            "stay. To erase the words themselves, use 'amem delete'."
+        ),
+    )
+    retract.add_argument("memory_id", metavar="MEMORY_ID")
+    retract.add_argument("--reason", help="why (kept with the memory)")
+
+    delete = command(
+        "delete",
+        run_delete,
+        "erase one message and everything derived from it",
+        (
+            "Permanently erase an event (--event), or the event a memory came from "
+            "(--memory), with every memory derived from it and its correction lineage; "
+            "the event ID can never be stored again. --dry-run prints what would go and "
+            "changes nothing. To forget one memory and keep its message, use 'amem retract'."
+        ),
+    )
+    target = delete.add_mutually_exclusive_group(required=True)
+    target.add_argument("--event", dest="event_id", metavar="ID", help="the event to erase")
+    target.add_argument(
+        "--memory", dest="memory_id", metavar="ID", help="erase the event this memory came from"
+    )
+    delete.add_argument("--dry-run", action="store_true", help="only show what would go")
+
+    erase = command(
+        "erase",
+        run_erase,
+        "erase many events (a dry run unless --yes)",
+        (
+            "Permanently erase the scope's events that match every selector given, each with "
+            "everything 'amem delete' would take with it, in batches (each its own "
+            "transaction; an interrupted erase can be run again). Without --yes it is a dry "
+            "run: it prints what would go and changes nothing. --tombstones-from applies "
+            "the tombstones of an archive (a newer export) to the whole database instead: "
+            "events they name are erased in every scope, and can never be stored again."
+        ),
+    )
+    erase.add_argument("--session", help="events of this session")
+    erase.add_argument("--since", metavar="TIME", help="events that occurred at or after TIME")
+    erase.add_argument("--until", metavar="TIME", help="events that occurred before TIME")
+    erase.add_argument("--subject", help="events with a memory about this subject")
+    erase.add_argument("--fact-key", metavar="KEY", help="with --subject: and this fact key")
+    erase.add_argument("--everything", action="store_true", help="every event of the scope")
+    erase.add_argument(
+        "--tombstones-from", metavar="ARCHIVE", type=Path, help="apply an archive's tombstones"
+    )
+    erase.add_argument("--yes", action="store_true", help="erase (default: a dry run)")
 
     persona = command(
         "persona",
@@ -430,6 +505,94 @@ async def run_read(args: argparse.Namespace) -> int:
     )
     show(args, page, f"{header}\n{page.text}")
     return 0
+
+
+async def run_correct(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        done = await scope.correct(
+            args.memory_id, read_text(args.text), valid_at=args.valid_at, reason=args.reason
+        )
+    show(
+        args,
+        done,
+        f"corrected: {done.revoked_id} revoked, now {done.memory.id}: {done.memory.text} "
+        f"(event {done.amended_event_id} amended)",
+    )
+    return 0
+
+
+async def run_retract(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        done = await scope.retract(args.memory_id, reason=args.reason)
+    what = "was already revoked" if done.already_revoked else "retracted"
+    show(
+        args,
+        done,
+        f"{done.memory_id} {what}; event {done.event_id} is amended; "
+        f"{len(done.sibling_ids)} other memories of it stay",
+    )
+    return 0
+
+
+async def run_delete(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        done = await scope.delete(
+            event_id=args.event_id, memory_id=args.memory_id, dry_run=args.dry_run
+        )
+    verb = "would erase" if done.dry_run else "erased"
+    lines = [
+        f"{verb} {len(done.event_ids)} events, {len(done.memory_ids)} memories, "
+        f"{done.relations} relations, {done.vectors} vectors, {done.search_rows} search rows; "
+        f"{done.checkpoints_invalidated} checkpoints invalidated, "
+        f"{done.checkpoints_cleared} cleared",
+        *(f"  event  {event_id}" for event_id in done.event_ids),
+        *(f"  memory {memory_id}" for memory_id in done.memory_ids),
+    ]
+    if done.dry_run:
+        lines.append("(dry run: nothing was changed)")
+    show(args, done, "\n".join(lines))
+    return 0
+
+
+async def run_erase(args: argparse.Namespace) -> int:
+    selectors = (args.session, args.since, args.until, args.subject, args.fact_key)
+    if args.tombstones_from is not None:
+        if args.everything or any(value is not None for value in selectors):
+            raise InvalidInput("--tombstones-from takes no other selector")
+        async with opened(args) as (memory, _):
+            applied = await memory.import_tombstones(args.tombstones_from, dry_run=not args.yes)
+        lines = [
+            f"{applied.tombstones} tombstones in the archive, {applied.new} new here",
+            *(erasure_line(e) for e in applied.erasures),
+        ]
+        show(args, applied, "\n".join([*lines, *dry_run_note(applied.dry_run)]))
+        return 0
+    async with opened(args) as (_, scope):
+        erased = await scope.erase(
+            session=args.session,
+            since=args.since,
+            until=args.until,
+            subject=args.subject,
+            fact_key=args.fact_key,
+            everything=args.everything,
+            dry_run=not args.yes,
+            progress=progress("erase"),
+        )
+    show(args, erased, "\n".join([erasure_line(erased), *dry_run_note(erased.dry_run)]))
+    return 0
+
+
+def erasure_line(e: Erasure) -> str:
+    verb = "would erase" if e.dry_run else "erased"
+    return (
+        f"{e.persona}/{e.project}: {verb} {e.events} events, {e.memories} memories, "
+        f"{e.relations} relations, {e.vectors} vectors, {e.search_rows} search rows; "
+        f"{e.checkpoints_invalidated} checkpoints invalidated, {e.checkpoints_cleared} cleared"
+    )
+
+
+def dry_run_note(dry_run: bool) -> list[str]:
+    return ["(dry run: nothing was changed; add --yes to erase)"] if dry_run else []
 
 
 async def run_persona_help(args: argparse.Namespace) -> int:

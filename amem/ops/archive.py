@@ -7,9 +7,11 @@ Format (``format_version`` 1)::
     ...
     {"end": true, "rows": 1234}                  a missing end line means a truncated file
 
-Archives hold events, personas, memories, relations, checkpoints and (schema 3) capture
-cursors: no configuration, no vector or search caches (imports rebuild the index). Rows
-come in primary-key order, so exporting the same data twice gives the same lines.
+Archives hold (schema 6) tombstones of erased events, events, personas, memories,
+relations, checkpoints and (schema 3) capture cursors: no configuration, no vector or
+search caches (imports rebuild the index). Rows come in primary-key order, so exporting
+the same data twice gives the same lines. Tombstones come first, so an import knows which
+events they erased before it meets them (and leaves them out).
 
 Rows come from two sources, both read as streams: the lines of an archive
 (``read_lines``) and the tables of a SQLite file (``dump_rows``: the database itself for
@@ -45,8 +47,17 @@ from ..store.checkpoints import JSON_COLUMNS
 
 FORMAT = "amem-archive"
 FORMAT_VERSION = 1
-TABLES = ("events", "personas", "memories", "relations", "checkpoints", "capture_cursors")
+TABLES = (
+    "erased_events",
+    "events",
+    "personas",
+    "memories",
+    "relations",
+    "checkpoints",
+    "capture_cursors",
+)
 ORDER = {
+    "erased_events": "digest",
     "events": "seq",
     "personas": "persona, version",
     "memories": "num",
@@ -83,6 +94,7 @@ TIME_COLUMNS = (
     "revoked_at",
     "invalidated_at",
     "updated_at",
+    "erased_at",
 )
 
 
@@ -96,6 +108,11 @@ class Times(Row):
             return stored_time(value)
         except Exception:
             raise ValueError("not an ISO-8601 time with a UTC offset") from None
+
+
+class TombstoneRow(Times):
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+    erased_at: str
 
 
 class EventRow(Times):
@@ -186,6 +203,7 @@ class CursorRow(Times):
 
 
 MODELS: dict[str, type[Row]] = {
+    "erased_events": TombstoneRow,
     "events": EventRow,
     "personas": PersonaRow,
     "memories": MemoryRow,
@@ -396,11 +414,7 @@ def checked_row(conn: sqlite3.Connection, table: str, values: dict[str, Any], wh
 
     Returns the row as it is stored: a checkpoint whose covered event is absent (it was
     erased) covers nothing. Unique keys are left to the database's own constraints."""
-    try:
-        row = MODELS[table].model_validate(values)
-    except ValidationError as exc:
-        problems = validation_problems(exc, MODELS[table].model_fields.keys())
-        raise BadRow(f"{where}: {problems}") from None
+    row = shaped_row(table, values, where)
     if isinstance(row, MemoryRow):
         check_memory(conn, row, where)
     elif isinstance(row, RelationRow):
@@ -408,6 +422,15 @@ def checked_row(conn: sqlite3.Connection, table: str, values: dict[str, Any], wh
     elif isinstance(row, CheckpointRow):
         return covered(conn, row, where)
     return row
+
+
+def shaped_row(table: str, values: dict[str, Any], where: str) -> Row:
+    """The row validated against its table's fields alone."""
+    try:
+        return MODELS[table].model_validate(values)
+    except ValidationError as exc:
+        problems = validation_problems(exc, MODELS[table].model_fields.keys())
+        raise BadRow(f"{where}: {problems}") from None
 
 
 def check_memory(conn: sqlite3.Connection, memory: MemoryRow, where: str) -> None:

@@ -36,6 +36,7 @@ COUNTED = (
     "checkpoints",
     "personas",
     "capture_cursors",
+    "erased_events",
     "vectors",
     "search_docs",
 )

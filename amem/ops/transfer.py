@@ -6,7 +6,9 @@ validated as it comes (``archive.checked_row``: shape, then its links, looked up
 the rows already inserted) and inserted with its search-index entry; the first problem
 raises and the writer rolls everything back. So memory stays flat however large the
 archive is, and nothing is committed unless the whole archive is valid
-(``archive_invalid``).
+(``archive_invalid``). Tombstones come first; an event one of them names is left out,
+with its memories and their relations (``Erased``), so a file that holds both never
+brings the event back.
 """
 
 from __future__ import annotations
@@ -31,11 +33,15 @@ from ..search import index
 from ..search.text import segment
 from ..store.checkpoints import JSON_COLUMNS
 from ..store.facts import FADING_KINDS, topic_cue
+from ..store.tombstones import is_erased
 from . import archive, files
 from .archive import BadRow, Row, Source
 
 Progress = Callable[[int, int], None]
-Load = Callable[..., dict[str, int]]
+Loaded = tuple[dict[str, int], dict[str, int]]
+"""Rows per table inserted, and rows per table left out because a tombstone erased their
+event (``load``)."""
+Load = Callable[..., Loaded]
 """``import_archive`` or ``restore_backup``: ``fn(conn, path=..., progress=...)``."""
 PROGRESS_EVERY = 1000
 
@@ -106,7 +112,7 @@ def backup_file(db_path: Path, target: Path) -> None:
 
 def import_archive(
     conn: sqlite3.Connection, path: str | os.PathLike[str], progress: Progress | None
-) -> dict[str, int]:
+) -> Loaded:
     """Run by the writer: load the archive at ``path`` into this empty database."""
     require_empty(conn)
     try:
@@ -123,6 +129,29 @@ def import_archive(
         raise StorageError(f"the archive cannot be read ({exc.strerror or 'I/O error'})") from None
 
 
+def read_tombstones(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """The ``(digest, erased_at)`` tombstones of the archive at ``path``, in a worker
+    thread. The whole file is read and its structure checked (a truncated or malformed
+    archive is ``archive_invalid``); rows of other tables are passed over unvalidated."""
+    found: list[tuple[str, str]] = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for table, values, where in archive.read_lines(handle):
+                if table == "erased_events":
+                    row = archive.shaped_row(table, values, where)
+                    assert isinstance(row, archive.TombstoneRow)
+                    found.append((row.digest, row.erased_at))
+    except FileNotFoundError:
+        raise InvalidInput("the archive file does not exist") from None
+    except UnicodeDecodeError:
+        raise archive.invalid("the file is not UTF-8 text") from None
+    except BadRow as exc:
+        raise archive.invalid(str(exc)) from None
+    except OSError as exc:
+        raise StorageError(f"the archive cannot be read ({exc.strerror or 'I/O error'})") from None
+    return found
+
+
 def count_lines(path: str | os.PathLike[str]) -> int:
     with open(path, "rb") as handle:
         return sum(chunk.count(b"\n") for chunk in iter(partial(handle.read, 1 << 20), b""))
@@ -130,7 +159,7 @@ def count_lines(path: str | os.PathLike[str]) -> int:
 
 def restore_backup(
     conn: sqlite3.Connection, path: str | os.PathLike[str], progress: Progress | None
-) -> dict[str, int]:
+) -> Loaded:
     """Run by the writer: load the SQLite backup at ``path`` (read, never written) into
     this empty database, through the same validation as an archive."""
     require_empty(conn)
@@ -197,23 +226,69 @@ def require_empty(conn: sqlite3.Connection) -> None:
         )
 
 
-def load(
-    conn: sqlite3.Connection, rows: Source, total: int, progress: Progress | None
-) -> dict[str, int]:
-    """Validate, insert and index ``rows`` in the caller's transaction; counts per table."""
+def load(conn: sqlite3.Connection, rows: Source, total: int, progress: Progress | None) -> Loaded:
+    """Validate, insert and index ``rows`` in the caller's transaction; rows per table
+    inserted, and rows per table left out because a tombstone erased their event."""
     counts: dict[str, int] = dict.fromkeys(archive.TABLES, 0)
+    erased = Erased()
     done = 0
     for table, values, where in rows:
-        row = archive.checked_row(conn, table, values, where)
-        insert(conn, table, row, where)
-        counts[table] += 1
         done += 1
         report(progress, done, total)
+        if erased.leaves_out(table, values):
+            continue
+        row = archive.checked_row(conn, table, values, where)
+        if erased.leaves_out_event(conn, row):
+            continue
+        insert(conn, table, row, where)
+        counts[table] += 1
     report(progress, done, total, final=True)
-    return counts
+    return counts, erased.skipped
+
+
+class Erased:
+    """What a load leaves out because the tombstones already loaded (the file's own, and
+    any the destination holds) erased it: events, then the memories derived from those
+    events, then relations touching those memories."""
+
+    def __init__(self) -> None:
+        self.events: set[str] = set()
+        self.memories: set[str] = set()
+        self.skipped: dict[str, int] = {}
+
+    def leaves_out_event(self, conn: sqlite3.Connection, row: Row) -> bool:
+        """A validated event row whose tombstone is loaded."""
+        if not isinstance(row, archive.EventRow):
+            return False
+        if not is_erased(conn, row.persona, row.project, row.id):
+            return False
+        self.events.add(row.id)
+        return self.skip("events")
+
+    def leaves_out(self, table: str, values: dict[str, Any]) -> bool:
+        """A memory or relation row (not validated yet) that hangs on what was left out."""
+        if table == "memories" and names(values.get("event_id"), self.events):
+            if isinstance(values.get("id"), str):
+                self.memories.add(values["id"])
+            return self.skip(table)
+        if table == "relations" and (
+            names(values.get("from_id"), self.memories) or names(values.get("to_id"), self.memories)
+        ):
+            return self.skip(table)
+        return False
+
+    def skip(self, table: str) -> bool:
+        self.skipped[table] = self.skipped.get(table, 0) + 1
+        return True
+
+
+def names(value: object, ids: set[str]) -> bool:
+    return isinstance(value, str) and value in ids
 
 
 INSERTS = {
+    "erased_events": """insert into erased_events (digest, erased_at) values
+        (:digest, :erased_at) on conflict (digest) do nothing""",
     "events": """insert into events (seq, id, persona, project, session, role, category,
         source, text, occurred_at, ingested_at, status, error, attempts)
         values (:seq, :id, :persona, :project, :session, :role, :category, :source, :text,

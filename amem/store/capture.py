@@ -3,7 +3,10 @@
 Each host instance has a cursor per scope: how many transcript entries it has captured.
 One ingest is one transaction: entries before the cursor are skipped (so an event deleted
 since is never resurrected by a replay), the others are stored idempotently by their
-stable IDs, an optional checkpoint is saved, and only then does the cursor advance. A
+stable IDs, an optional checkpoint is saved, and only then does the cursor advance. An
+entry past the cursor whose ID was erased from the scope (a tombstone names it) is not
+stored again: it is skipped and reported in ``erased``, and the cursor moves past it, so
+a host replaying an outbox that still holds an erased entry keeps making progress. A
 caller that read the cursor first passes it back as ``expected_cursor``; if another
 writer moved it meanwhile, nothing is written (``version_conflict``).
 """
@@ -17,6 +20,7 @@ from typing import Any
 from ..errors import Conflict, InvalidInput
 from ..models import CaptureResult
 from . import checkpoints, events
+from .tombstones import is_erased
 
 SELECT_CURSOR = """
 select position from capture_cursors where persona = ? and project = ? and instance = ?
@@ -55,7 +59,9 @@ def ingest(
     if start > cursor:
         raise InvalidInput("the transcript slice starts after the cursor: entries would be lost")
     skipped = min(len(entries), cursor - start)
-    receipts = [events.insert_event(conn, entry) for entry in entries[skipped:]]
+    erased = [e.id for e in entries[skipped:] if is_erased(conn, persona, project, e.id)]
+    gone = set(erased)
+    receipts = [events.insert_event(conn, e) for e in entries[skipped:] if e.id not in gone]
     saved = None
     if checkpoint is not None:
         # a copy: the writer may run this function twice (a batch retried request by request)
@@ -79,6 +85,7 @@ def ingest(
         stored=[r.event_id for r in receipts if not r.duplicate],
         duplicates=[r.event_id for r in receipts if r.duplicate],
         skipped=skipped,
+        erased=erased,
         checkpoint=saved,
         receipts=receipts,
     )

@@ -1,9 +1,12 @@
 """Host-reported task checkpoints. amem records them; it cannot verify the work happened.
 
-Correction and deletion invalidate every checkpoint of the affected scope, because task
-prose cannot be reliably scrubbed of what was removed. Deletion also clears the
-``covered_seq`` of a checkpoint whose covered event it erased: the seq would name an
-event that no longer exists (and that an import could give to a later event).
+Correction, retraction and deletion invalidate every checkpoint of the affected scope,
+because task prose cannot be reliably scrubbed of what was removed. Deletion also clears
+the ``covered_seq`` of a checkpoint whose covered event it erased: the seq would name an
+event that no longer exists (and that an import could give to a later event), and it
+blanks the text of every invalidated checkpoint of the scope (goal, steps, constraints,
+next action), keeping its scope, session, times and coverage: the erased words may be in
+it, and an invalidated checkpoint is never shown again anyway.
 """
 
 from __future__ import annotations
@@ -93,6 +96,40 @@ def invalidate_after_deletion(
     """After events of the scope were erased: clear what covered them, invalidate all."""
     conn.execute(UNCOVER_ERASED, (persona, project))
     return invalidate_checkpoints(conn, persona, project, now)
+
+
+BLANK = "goal = '', completed = '[]', pending = '[]', constraints = '[]', next_action = null"
+"""A checkpoint's text, blanked (the columns stay NOT NULL where they were)."""
+HAS_TEXT = (
+    "(goal != '' or completed != '[]' or pending != '[]' or constraints != '[]'"
+    " or next_action is not null)"
+)
+CLEAR_INVALIDATED = f"""
+update checkpoints set {BLANK}
+where persona = ? and project = ? and invalidated_at is not null and {HAS_TEXT}
+"""
+COUNT_ERASURE_EFFECTS = f"""
+select coalesce(sum(invalidated_at is null), 0), coalesce(sum({HAS_TEXT}), 0)
+from checkpoints where persona = ? and project = ?
+"""
+
+
+def erase_checkpoint_text(
+    conn: sqlite3.Connection, persona: str, project: str, now: str
+) -> tuple[int, int]:
+    """After events of the scope were erased: clear what covered them, invalidate every
+    checkpoint and blank the text of every invalidated one. Returns how many were
+    invalidated and how many blanked (``erasure_effects`` counts them beforehand)."""
+    invalidated = invalidate_after_deletion(conn, persona, project, now)
+    cleared = conn.execute(CLEAR_INVALIDATED, (persona, project)).rowcount
+    return invalidated, cleared
+
+
+def erasure_effects(conn: sqlite3.Connection, persona: str, project: str) -> tuple[int, int]:
+    """What ``erase_checkpoint_text`` would do now: checkpoints it would invalidate, and
+    checkpoints whose text it would blank."""
+    invalidated, cleared = conn.execute(COUNT_ERASURE_EFFECTS, (persona, project)).fetchone()
+    return int(invalidated), int(cleared)
 
 
 def checkpoint_from_row(row: Sequence[object]) -> Checkpoint:

@@ -1,16 +1,27 @@
-"""Permanent deletion, starting from an event or a memory.
+"""Permanent erasure, starting from events: one (``delete``) or many (``erase``).
 
-What goes, in one transaction: the source event, every memory derived from it, and the
-connected correction lineage in both directions, followed to its end (a lineage memory's
-source event goes too, and with it every memory derived from that event). With them go
-their search rows, vectors and relation edges. Memories linked to them only by
-``related`` survive (the link does not). Every checkpoint of the scope is invalidated,
-and one that covered an erased event covers nothing.
-Closed validity intervals of surviving facts are left as they are.
+What goes with an event: every memory derived from it, and the connected correction
+lineage in both directions, followed to its end (a lineage memory's source event goes
+too, and with it every memory derived from that event). With them go their search rows,
+vectors and relation edges. Memories linked to them only by ``related`` survive (the link
+does not). Every erased event leaves a tombstone (``tombstones``: a hash of its scope and
+ID, no content), so the same ID is never stored again. Every checkpoint of the scope is
+invalidated and the text of every invalidated one blanked; one that covered an erased
+event covers nothing. Closed validity intervals of surviving facts are left as they are.
+
+Preview and deed are one computation: ``Planner`` reads what erasing some events takes
+with it, and ``apply`` removes exactly that plan in the same transaction (and checks that
+it did). A dry run is the same planning on a read snapshot, without ``apply``.
+
+A bulk erase (``Scope.erase``) is many small transactions: a read picks the next
+``BATCH_EVENTS`` selected events after the last one seen (by ``seq``), then one write
+transaction erases them with everything connected. Each batch leaves the database
+consistent, so an interrupted bulk erase has erased whole events with everything derived
+from them, and running it again erases the rest.
 
 ``secure_delete`` zeroes the freed pages. FTS5 keeps a deleted row's terms in its index
 segments until a merge, so once the transaction commits the writer is asked, when idle, to
-merge the index (``index.purge_deleted_terms``) and truncate the WAL: then the deleted
+merge the index (``index.purge_deleted_terms``) and truncate the WAL: then the erased
 text is gone from the database file and its WAL. Emitted context packs, copies, backups
 and remote logs are outside amem's reach.
 """
@@ -18,24 +29,95 @@ and remote logs are outside amem's reach.
 from __future__ import annotations
 
 import sqlite3
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from ..errors import NotFound
-from ..models import Deletion
+from ..errors import NotFound, StorageError
+from ..models import Deletion, Erasure
 from ..search import index
 from ..search.vectors import drop_vectors
-from .checkpoints import invalidate_after_deletion
+from . import tombstones
+from .checkpoints import erase_checkpoint_text, erasure_effects
+
+BATCH_EVENTS = 200
+"""Selected events one bulk-erase transaction takes (with everything connected to them):
+a few milliseconds of write lock each, so other writers interleave."""
+MAX_RECEIPT_IDS = 1_000
+"""Event and memory IDs an ``Erasure`` lists; past this it only counts them."""
 
 SELECT_EVENT_SCOPE = "select persona, project from events where id = ?"
 SELECT_MEMORY_SOURCE = "select event_id, persona, project from memories where id = ?"
-SELECT_DERIVED = "select id from memories where event_id = ?"
+SELECT_DERIVED = "select id from memories where event_id = ? order by num"
 SELECT_LINEAGE = """
 select to_id from relations where kind = 'corrects' and from_id = ?
 union
 select from_id from relations where kind = 'corrects' and to_id = ?
 """
+SELECT_EDGES = "select from_id, to_id, kind from relations where from_id = ? or to_id = ?"
+COUNT_VECTORS = "select count(*) from vectors where doc_kind = ? and ref = ?"
+COUNT_DOCS = "select count(*) from search_docs where doc_kind = ? and ref = ?"
 DELETE_RELATIONS = "delete from relations where from_id = ? or to_id = ?"
 DELETE_MEMORY = "delete from memories where id = ?"
 DELETE_EVENT = "delete from events where id = ?"
+
+
+@dataclass
+class Planner:
+    """What erasing some events takes with it, accumulated event by event on one
+    connection (one transaction); an event already planned adds nothing."""
+
+    conn: sqlite3.Connection
+    events: dict[str, None] = field(default_factory=dict)
+    memories: dict[str, None] = field(default_factory=dict)
+    edges: set[tuple[str, str, str]] = field(default_factory=set)
+    """Relation edges touching a planned memory (an edge between two counts once)."""
+    vectors: int = 0
+    search_rows: int = 0
+
+    def add(self, start_event: str) -> None:
+        """Plan ``start_event`` and everything reachable from it through derivation and
+        ``corrects`` links."""
+        conn = self.conn
+        todo: deque[tuple[str, str]] = deque([("event", start_event)])
+        while todo:  # breadth first: an event, then its memories in order, then lineage
+            kind, ident = todo.popleft()
+            if kind == "event" and ident not in self.events:
+                self.events[ident] = None
+                self.count("event", ident)
+                todo.extend(("memory", m) for (m,) in conn.execute(SELECT_DERIVED, (ident,)))
+            elif kind == "memory" and ident not in self.memories:
+                self.memories[ident] = None
+                self.count("memory", ident)
+                self.edges.update(conn.execute(SELECT_EDGES, (ident, ident)).fetchall())
+                todo.extend(("memory", m) for (m,) in conn.execute(SELECT_LINEAGE, (ident, ident)))
+                todo.append(("event", conn.execute(SELECT_MEMORY_SOURCE, (ident,)).fetchone()[0]))
+
+    def count(self, kind: str, ref: str) -> None:
+        self.vectors += self.conn.execute(COUNT_VECTORS, (kind, ref)).fetchone()[0]
+        self.search_rows += self.conn.execute(COUNT_DOCS, (kind, ref)).fetchone()[0]
+
+
+def apply(conn: sqlite3.Connection, persona: str, project: str, plan: Planner, now: str) -> None:
+    """Erase exactly what ``plan`` (made in this transaction) holds, with tombstones for
+    its events; refuses, rolling back, if the deed would differ from the plan."""
+    memories, events = list(plan.memories), list(plan.events)
+    vectors = drop_vectors(conn, "memory", memories) + drop_vectors(conn, "event", events)
+    search_rows = index.remove_docs(conn, "memory", memories)
+    search_rows += index.remove_docs(conn, "event", events)
+    relations = 0
+    for memory in memories:
+        relations += conn.execute(DELETE_RELATIONS, (memory, memory)).rowcount
+        conn.execute(DELETE_MEMORY, (memory,))
+    for event in events:
+        conn.execute(DELETE_EVENT, (event,))
+    tombstones.bury(conn, persona, project, events, now)
+    if (vectors, search_rows, relations) != (plan.vectors, plan.search_rows, len(plan.edges)):
+        raise StorageError("the erasure did not match its plan; nothing was erased")
+
+
+# --- one event (or one memory's event) -------------------------------------------------
 
 
 def delete(
@@ -45,29 +127,28 @@ def delete(
     event_id: str | None,
     memory_id: str | None,
     now: str,
+    dry_run: bool = False,
 ) -> Deletion:
-    start = starting_event(conn, persona, project, event_id, memory_id)
-    event_ids, memory_ids = connected(conn, start)
-    relation_ids = {
-        edge for memory in memory_ids for edge in relation_edges(conn, memory)
-    }  # an edge between two doomed memories counts once
-    vector_rows = drop_vectors(conn, "memory", memory_ids) + drop_vectors(conn, "event", event_ids)
-    search_rows = index.remove_docs(conn, "memory", memory_ids)
-    search_rows += index.remove_docs(conn, "event", event_ids)
-    for memory in memory_ids:
-        conn.execute(DELETE_RELATIONS, (memory, memory))
-        conn.execute(DELETE_MEMORY, (memory,))
-    for event in event_ids:
-        conn.execute(DELETE_EVENT, (event,))
+    """Erase one event (or a memory's source event) with everything connected; with
+    ``dry_run``, only say what would go (nothing is written: it runs on a reader)."""
+    plan = Planner(conn)
+    plan.add(starting_event(conn, persona, project, event_id, memory_id))
+    invalidated, cleared = erasure_effects(conn, persona, project)
+    if not dry_run:
+        apply(conn, persona, project, plan, now)
+        if erase_checkpoint_text(conn, persona, project, now) != (invalidated, cleared):
+            raise StorageError("the erasure did not match its plan; nothing was erased")
     return Deletion(
         persona=persona,
         project=project,
-        event_ids=event_ids,
-        memory_ids=memory_ids,
-        relations=len(relation_ids),
-        search_rows=search_rows,
-        vectors=vector_rows,
-        checkpoints_invalidated=invalidate_after_deletion(conn, persona, project, now),
+        dry_run=dry_run,
+        event_ids=list(plan.events),
+        memory_ids=list(plan.memories),
+        relations=len(plan.edges),
+        search_rows=plan.search_rows,
+        vectors=plan.vectors,
+        checkpoints_invalidated=invalidated,
+        checkpoints_cleared=cleared,
     )
 
 
@@ -89,25 +170,173 @@ def starting_event(
     return event_id
 
 
-def connected(conn: sqlite3.Connection, start_event: str) -> tuple[list[str], list[str]]:
-    """Events and memories reachable through derivation and ``corrects`` links, in order."""
-    events: dict[str, None] = {}
-    memories: dict[str, None] = {}
-    todo: list[tuple[str, str]] = [("event", start_event)]
-    while todo:
-        kind, ident = todo.pop()
-        if kind == "event" and ident not in events:
-            events[ident] = None
-            todo += [("memory", m) for (m,) in conn.execute(SELECT_DERIVED, (ident,))]
-        elif kind == "memory" and ident not in memories:
-            memories[ident] = None
-            todo += [("memory", m) for (m,) in conn.execute(SELECT_LINEAGE, (ident, ident))]
-            todo.append(("event", conn.execute(SELECT_MEMORY_SOURCE, (ident,)).fetchone()[0]))
-    return list(events), list(memories)
+# --- many events: a selector, batches ----------------------------------------------------
 
 
-def relation_edges(conn: sqlite3.Connection, memory_id: str) -> list[tuple[str, str, str]]:
-    return conn.execute(
-        "select from_id, to_id, kind from relations where from_id = ? or to_id = ?",
-        (memory_id, memory_id),
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """Which events of a scope a bulk erase starts from (every given part must hold).
+    Times are stored times; ``since <= occurred_at < until``."""
+
+    session: str | None = None
+    since: str | None = None
+    until: str | None = None
+    subject: str | None = None
+    fact_key: str | None = None
+    """Only with ``subject``: events with a memory of this subject and fact key."""
+    everything: bool = False
+
+    def sql(self, persona: str, project: str) -> tuple[str, dict[str, Any]]:
+        """The ``where`` clause over events ``e`` of the scope, and its parameters."""
+        params: dict[str, Any] = {"persona": persona, "project": project}
+        clauses = ["e.persona = :persona", "e.project = :project"]
+        if self.session is not None:
+            clauses.append("e.session = :session")
+            params["session"] = self.session
+        if self.since is not None:
+            clauses.append("e.occurred_at >= :since")
+            params["since"] = self.since
+        if self.until is not None:
+            clauses.append("e.occurred_at < :until")
+            params["until"] = self.until
+        if self.subject is not None:
+            key = "" if self.fact_key is None else " and m.fact_key = :fact_key"
+            clauses.append(
+                "exists (select 1 from memories m where m.event_id = e.id"
+                f" and m.subject = :subject{key})"
+            )
+            params |= {"subject": self.subject, "fact_key": self.fact_key}
+        return " and ".join(clauses), params
+
+
+def select_events(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    selector: Selector,
+    after: int,
+) -> tuple[list[str], int]:
+    """The next ``BATCH_EVENTS`` selected events with a ``seq`` above ``after``, in ``seq``
+    order, and the last seq they reach (``after`` when there are none)."""
+    where, params = selector.sql(persona, project)
+    rows = conn.execute(
+        f"select e.id, e.seq from events e where {where} and e.seq > :after"
+        " order by e.seq limit :limit",
+        params | {"after": after, "limit": BATCH_EVENTS},
     ).fetchall()
+    return [row[0] for row in rows], (rows[-1][1] if rows else after)
+
+
+def count_selected(conn: sqlite3.Connection, persona: str, project: str, selector: Selector) -> int:
+    where, params = selector.sql(persona, project)
+    return int(conn.execute(f"select count(*) from events e where {where}", params).fetchone()[0])
+
+
+def erase_events(
+    conn: sqlite3.Connection, persona: str, project: str, event_ids: Sequence[str], now: str
+) -> Erasure:
+    """One batch of a bulk erase: these events of the scope (those still there) with
+    everything connected, in this transaction."""
+    plan = Planner(conn)
+    for event_id in event_ids:
+        if conn.execute(SELECT_EVENT_SCOPE, (event_id,)).fetchone() == (persona, project):
+            plan.add(event_id)
+    invalidated = cleared = 0
+    if plan.events:
+        apply(conn, persona, project, plan, now)
+        invalidated, cleared = erase_checkpoint_text(conn, persona, project, now)
+    return receipt(persona, project, plan, invalidated, cleared, dry_run=False, batches=1)
+
+
+def preview(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    selector: Selector | None = None,
+    event_ids: Iterable[str] = (),
+) -> Erasure:
+    """What a bulk erase of the ``selector``'s events (or of ``event_ids``) would remove,
+    read on one snapshot: the same plan the batches make, without applying it."""
+    plan = Planner(conn)
+    if selector is not None:
+        where, params = selector.sql(persona, project)
+        for (event_id,) in conn.execute(
+            f"select e.id from events e where {where} order by e.seq", params
+        ):
+            plan.add(event_id)
+    for event_id in event_ids:
+        if conn.execute(SELECT_EVENT_SCOPE, (event_id,)).fetchone() == (persona, project):
+            plan.add(event_id)
+    invalidated, cleared = erasure_effects(conn, persona, project) if plan.events else (0, 0)
+    return receipt(persona, project, plan, invalidated, cleared, dry_run=True, batches=0)
+
+
+def receipt(
+    persona: str,
+    project: str,
+    plan: Planner,
+    invalidated: int,
+    cleared: int,
+    *,
+    dry_run: bool,
+    batches: int,
+) -> Erasure:
+    return Erasure(
+        persona=persona,
+        project=project,
+        dry_run=dry_run,
+        events=len(plan.events),
+        memories=len(plan.memories),
+        relations=len(plan.edges),
+        search_rows=plan.search_rows,
+        vectors=plan.vectors,
+        checkpoints_invalidated=invalidated,
+        checkpoints_cleared=cleared,
+        batches=batches if plan.events else 0,
+        event_ids=list(plan.events)[:MAX_RECEIPT_IDS],
+        memory_ids=list(plan.memories)[:MAX_RECEIPT_IDS],
+        ids_truncated=max(len(plan.events), len(plan.memories)) > MAX_RECEIPT_IDS,
+    )
+
+
+def nothing(persona: str, project: str) -> Erasure:
+    """The receipt of a bulk erase before its first batch."""
+    return Erasure(
+        persona=persona,
+        project=project,
+        dry_run=False,
+        events=0,
+        memories=0,
+        relations=0,
+        search_rows=0,
+        vectors=0,
+        checkpoints_invalidated=0,
+        checkpoints_cleared=0,
+        batches=0,
+        event_ids=[],
+        memory_ids=[],
+        ids_truncated=False,
+    )
+
+
+def combine(first: Erasure, second: Erasure) -> Erasure:
+    """Two receipts of one bulk erase (batches in order) as one."""
+    event_ids = (first.event_ids + second.event_ids)[:MAX_RECEIPT_IDS]
+    memory_ids = (first.memory_ids + second.memory_ids)[:MAX_RECEIPT_IDS]
+    events, memories = first.events + second.events, first.memories + second.memories
+    return first.model_copy(
+        update={
+            "events": events,
+            "memories": memories,
+            "relations": first.relations + second.relations,
+            "search_rows": first.search_rows + second.search_rows,
+            "vectors": first.vectors + second.vectors,
+            "checkpoints_invalidated": first.checkpoints_invalidated
+            + second.checkpoints_invalidated,
+            "checkpoints_cleared": first.checkpoints_cleared + second.checkpoints_cleared,
+            "batches": first.batches + second.batches,
+            "event_ids": event_ids,
+            "memory_ids": memory_ids,
+            "ids_truncated": max(events, memories) > MAX_RECEIPT_IDS,
+        }
+    )

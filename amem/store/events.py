@@ -9,6 +9,7 @@ from ..db.times import from_db_time
 from ..errors import Conflict
 from ..models import Event, EventReceipt, EventStatus
 from ..search import index
+from .tombstones import refuse_erased
 
 
 @dataclass(slots=True)
@@ -62,7 +63,10 @@ SELECT_MEMORY_IDS = "select id from memories where event_id = ? and revoked_at i
 
 
 def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
-    """Store ``event``, or acknowledge the identical event already stored under its ID."""
+    """Store ``event``, or acknowledge the identical event already stored under its ID.
+
+    An ID erased from this scope is refused (``erased``): its tombstone outlives it."""
+    refuse_erased(conn, event.persona, event.project, event.id)
     cursor = conn.execute(
         INSERT_EVENT, (*payload(event), event.occurred_at, event.ingested_at, event.status)
     )

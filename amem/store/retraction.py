@@ -1,0 +1,71 @@
+"""Retracting one memory: "forget that", for that memory alone.
+
+One transaction: the memory is revoked (``revoked_at``, ``revoke_reason``) and leaves the
+search index and the vector cache, so recall and context packs never return it again; its
+row stays, for audit (export carries it; retracted text is not erased). Its source event
+is marked ``amended``: an amended event's words are no key to anything and never come back
+as raw fallback, so the retracted fact cannot resurface through the message it came from.
+Sibling memories derived from the same event stay current and are found by their own
+text (no longer through the event's words). The scope's checkpoints are invalidated, as a
+correction invalidates them: task prose may carry the retracted fact forward.
+
+Retracting a memory already revoked (retracted or corrected) changes nothing and says so
+(``already_revoked``), so a retried call is harmless. Closed validity intervals are not
+reopened: a fact whose interval the retracted one closed stays closed, as after a deletion.
+To remove the words themselves, erase the event (``erasure``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..db.times import from_db_time
+from ..errors import NotFound
+from ..models import Retraction
+from ..search import index
+from ..search.vectors import drop_vectors
+from .checkpoints import invalidate_checkpoints
+
+SELECT_MEMORY = """
+select persona, project, event_id, revoked_at, revoke_reason from memories where id = ?
+"""
+REVOKE = "update memories set revoked_at = ?, revoke_reason = ? where id = ?"
+MARK_AMENDED = "update events set status = 'amended' where id = ? and status != 'amended'"
+SELECT_SIBLINGS = "select id from memories where event_id = ? and revoked_at is null order by num"
+
+
+def retract(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    memory_id: str,
+    reason: str | None,
+    now: str,
+) -> Retraction:
+    row = conn.execute(SELECT_MEMORY, (memory_id,)).fetchone()
+    if row is None or (row[0], row[1]) != (persona, project):
+        raise NotFound("no memory with this id in this scope")
+    _, _, event_id, revoked_at, old_reason = row
+    already = revoked_at is not None
+    vectors = search_rows = invalidated = 0
+    amended = False
+    if not already:
+        conn.execute(REVOKE, (now, reason, memory_id))
+        vectors = drop_vectors(conn, "memory", [memory_id])
+        search_rows = index.remove_docs(conn, "memory", [memory_id])
+        amended = conn.execute(MARK_AMENDED, (event_id,)).rowcount == 1
+        invalidated = invalidate_checkpoints(conn, persona, project, now)
+    return Retraction(
+        persona=persona,
+        project=project,
+        memory_id=memory_id,
+        event_id=event_id,
+        reason=old_reason if already else reason,
+        revoked_at=from_db_time(revoked_at if already else now),
+        already_revoked=already,
+        event_amended=amended,
+        sibling_ids=[sibling for (sibling,) in conn.execute(SELECT_SIBLINGS, (event_id,))],
+        search_rows=search_rows,
+        vectors=vectors,
+        checkpoints_invalidated=invalidated,
+    )
