@@ -114,6 +114,23 @@ HELP = {
     "reindex": ["AMEM_EMBED", "stderr"],
     "retry": ["--event-id", "AMEM_EXTRACT", "stderr"],
     "host-ingest": ["FILE", "--instance", "--session", "--goal", "version_conflict"],
+    "list": [
+        "WHAT",
+        "events",
+        "scopes",
+        "--kind",
+        "--role",
+        "--session",
+        "--since",
+        "--until",
+        "--revoked",
+        "--expired",
+        "--cursor",
+        "--limit",
+        "total",
+    ],
+    "status": ["capacity", "limits", "WAL", "free pages"],
+    "limits": ["--max-events", "--max-text-bytes", "--clear", "none", "capacity_exceeded"],
 }
 
 
