@@ -395,6 +395,8 @@ def test_cli_list_refuses_clearly_and_echoes_nothing(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     anyio.run(fill, db)
     for args in (
+        [MARKER],
+        ["--role", MARKER],
         ["--cursor", MARKER],
         ["--kind", MARKER],
         ["--since", MARKER],

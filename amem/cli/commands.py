@@ -319,11 +319,7 @@ def add_browse_commands(command: Callable[..., argparse.ArgumentParser]) -> None
         ),
     )
     browse.add_argument(
-        "what",
-        metavar="WHAT",
-        nargs="?",
-        default="memories",
-        choices=("memories", "events", "scopes"),
+        "what", metavar="WHAT", nargs="?", default="memories", help="memories, events or scopes"
     )
     browse.add_argument(
         "--kind", action="append", dest="kinds", help="only memories of this kind (repeatable)"
@@ -332,8 +328,10 @@ def add_browse_commands(command: Callable[..., argparse.ArgumentParser]) -> None
         "--role",
         action="append",
         dest="roles",
-        choices=ROLES,
-        help="only what this role said (a memory: its source event's role; repeatable)",
+        help=(
+            "only what this role said: user, assistant, system or tool (a memory: its source "
+            "event's role; repeatable)"
+        ),
     )
     browse.add_argument("--session", help="only this session")
     browse.add_argument(
@@ -674,6 +672,8 @@ async def run_doctor(args: argparse.Namespace) -> int:
 
 
 async def run_list(args: argparse.Namespace) -> int:
+    if args.what not in ("memories", "events", "scopes"):  # checked here: argparse echoes it
+        raise InvalidInput("WHAT must be memories, events or scopes")
     if args.what == "scopes":
         filters = (args.kinds, args.roles, args.session, args.since, args.until, args.cursor)
         if any(value is not None for value in filters) or args.revoked or args.expired:
