@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers import undo_v7
 from mcp_client import MARKER, connect, ok, other
 from test_cli import amem_cli
 
@@ -117,11 +118,8 @@ async def test_a_file_from_schema_6_is_counted_when_it_migrates(db_path: Path) -
         expected = (await s.status()).capacity
     with closing(sqlite3.connect(db_path)) as conn:
         names = "select name from sqlite_master where type = 'trigger' and name like '%_usage_%'"
-        triggers = [row[0] for row in conn.execute(names)]
-        assert len(triggers) == 9
-        for name in triggers:
-            conn.execute(f"drop trigger {name}")
-        conn.execute("drop table scope_usage")
+        assert len(conn.execute(names).fetchall()) == 9
+        undo_v7(conn)
         conn.execute("pragma user_version = 6")
         conn.commit()
     async with amem.open(db_path) as mem:

@@ -52,7 +52,7 @@ async def test_a_new_file_is_at_the_current_version_in_wal_mode(db_path: Path) -
     tables = {
         "events", "personas", "memories", "relations", "checkpoints", "vectors",
         "vector_epochs", "erased_events", "scope_limits", "search_docs", "search_fts",
-        "capture_cursors",
+        "capture_cursors", "scope_usage",
     }  # fmt: skip
     names = sqlite3.connect(db_path).execute("select name from sqlite_master").fetchall()
     assert tables <= {name for (name,) in names}
