@@ -89,10 +89,12 @@ where {where}
 order by m.num desc limit :limit
 """
 MEMORY_TOTALS = """
-select m.kind, count(*) from memories m join events e on e.id = m.event_id
+select m.kind, count(*) from memories m {join}
 where {where}
 group by m.kind
 """
+SOURCE_EVENT = "join events e on e.id = m.event_id"
+"""Joined for the totals only when a filter looks at the source event."""
 EVENT_ROWS = """
 select e.seq, e.id, substr(e.text, 1, :preview), length(e.text), e.role, e.category,
     e.session, e.occurred_at, e.status
@@ -156,7 +158,10 @@ def list_items(
     }
     memories = query.what == "memories"
     where = memory_filters(query) if memories else event_filters(query)
-    totals_sql = (MEMORY_TOTALS if memories else EVENT_TOTALS).format(where=" and ".join(where))
+    joined = SOURCE_EVENT if query.roles is not None or query.session is not None else ""
+    totals_sql = (MEMORY_TOTALS if memories else EVENT_TOTALS).format(
+        where=" and ".join(where), join=joined
+    )
     totals: dict[str, int] = dict.fromkeys(MEMORY_KINDS if memories else ROLES, 0)
     totals.update(dict(conn.execute(totals_sql, params).fetchall()))
     if after is not None:
