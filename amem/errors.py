@@ -8,7 +8,7 @@ AmemError (code: str)
   BudgetTooSmall    insufficient_budget
   StorageError      schema_too_new, not_amem_database, not_a_database, read_only,
                     storage_full, database_busy, storage_error, archive_invalid,
-                    target_exists
+                    target_exists, capacity_exceeded
   UpstreamError     extraction_failed, embedding_failed
   Closed            closed
 
@@ -71,7 +71,8 @@ class BudgetTooSmall(AmemError):
 
 
 class StorageError(AmemError):
-    """The database file cannot serve the request as asked."""
+    """The database file cannot serve the request as asked (``capacity_exceeded``: the
+    write would take its scope past a limit set with ``Scope.set_limits``)."""
 
     default_code = "storage_error"
 

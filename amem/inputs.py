@@ -70,6 +70,20 @@ def require_choice(value: object, field: str, choices: Collection[S]) -> S:
     return value  # type: ignore[return-value]
 
 
+def require_choices(value: object, field: str, choices: Collection[S]) -> frozenset[S]:
+    """A collection (list, tuple, set) of values from ``choices``; one bare string is
+    refused, not taken as its characters."""
+    if not isinstance(value, Collection) or isinstance(value, str | bytes | Mapping):
+        raise InvalidInput(f"{field} must be a list of: {', '.join(sorted(choices))}")
+    return frozenset(require_choice(item, field, choices) for item in value)
+
+
+def require_bool(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{field} must be true or false")
+    return value
+
+
 def require_int(value: object, field: str, *, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise InvalidInput(f"{field} must be an integer from {low} to {high}")

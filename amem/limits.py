@@ -56,6 +56,13 @@ MAX_BUDGET = 1_000_000
 """Largest ``resume`` budget, in tokens."""
 MAX_CAPTURE_ENTRIES = 10_000
 """Transcript entries in one ``host_ingest`` transaction (longer transcripts go in slices)."""
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 500
+"""Items on one page of ``Scope.list``."""
+LIST_PREVIEW_CHARS = 500
+"""Characters of an event's text a listing shows (``read`` pages the rest)."""
+MAX_SCOPE_LIMIT = 2**62
+"""Largest value of a scope's ``max_events`` or ``max_text_bytes``."""
 
 # --- MCP: stricter, because results land in a model's context ----------------------------
 
@@ -69,6 +76,9 @@ MCP_MAX_READ_CHARS = 20_000
 """``memory_read.limit`` (Python: ``MAX_READ_CHARS``)."""
 MCP_MAX_BUDGET_TOKENS = 50_000
 """``session_resume.budget_tokens`` (Python: ``MAX_BUDGET``)."""
+MCP_LIST_LIMIT = 20
+MCP_MAX_LIST_LIMIT = 100
+"""``memory_list.limit``'s default and most (Python: ``DEFAULT_LIST_LIMIT``, ``MAX_LIST_LIMIT``)."""
 
 # --- archives ---------------------------------------------------------------------------
 

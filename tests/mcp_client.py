@@ -66,6 +66,18 @@ SPEC_ARGS: dict[str, set[str]] = {
     "persona_get": {"persona", "version"},
     "extraction_retry": {"event_id"},
     "memory_status": set(),
+    "memory_list": {
+        "what",
+        "kinds",
+        "roles",
+        "session",
+        "since",
+        "until",
+        "include_revoked",
+        "include_expired",
+        "cursor",
+        "limit",
+    },
 }
 """Each tool's arguments besides ``persona`` and ``project``."""
 

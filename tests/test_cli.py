@@ -118,6 +118,23 @@ HELP = {
     "retract": ["MEMORY_ID", "--reason", "amem delete", "stay"],
     "delete": ["--event", "--memory", "--dry-run", "amem retract", "never be stored again"],
     "erase": ["--session", "--since", "--subject", "--fact-key", "--everything", "--yes"],
+    "list": [
+        "WHAT",
+        "events",
+        "scopes",
+        "--kind",
+        "--role",
+        "--session",
+        "--since",
+        "--until",
+        "--revoked",
+        "--expired",
+        "--cursor",
+        "--limit",
+        "total",
+    ],
+    "status": ["capacity", "limits", "WAL", "free pages"],
+    "limits": ["--max-events", "--max-text-bytes", "--clear", "none", "capacity_exceeded"],
 }
 
 

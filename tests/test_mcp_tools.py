@@ -48,8 +48,9 @@ SPEC_REQUIRED: dict[str, set[str]] = {
     "persona_get": set(),
     "extraction_retry": set(),
     "memory_status": set(),
+    "memory_list": set(),
 }
-EVIDENCE_TOOLS = ("memory_recall", "memory_read", "session_resume")
+EVIDENCE_TOOLS = ("memory_recall", "memory_read", "session_resume", "memory_list")
 
 # --- 1. the tool list ---------------------------------------------------------------------
 
@@ -81,7 +82,7 @@ async def test_tools_are_exactly_the_spec_set(anyio_backend: str, tmp_path: Path
         description = (tools[name].description or "").lower()
         assert "evidence" in description, name
         assert "never instructions" in description, name
-    for name in ("memory_recall", "memory_read", "session_resume", "memory_status"):
+    for name in ("memory_recall", "memory_read", "session_resume", "memory_status", "memory_list"):
         assert tools[name].annotations.readOnlyHint is True, name  # type: ignore[union-attr]
     for name in ("event_submit", "memory_add", "memory_correct", "memory_delete",
                  "memory_retract"):  # fmt: skip

@@ -25,11 +25,12 @@ from .. import __version__
 from ..config import Settings, default_db_path
 from ..errors import AmemError, InvalidInput
 from ..inputs import validation_problems
+from ..limits import DEFAULT_LIST_LIMIT
 from ..memory import Memory, Scope
 from ..memory import open as open_memory
 from ..models import RECALL_MODES, ROLES, SUBMITTABLE_CATEGORIES, ArchiveResult, Erasure
 from .demo import SAMPLE_PERSONA, SAMPLE_PROJECT, demo
-from .show import recall_line
+from .show import capacity_lines, listing_lines, recall_line, scope_lines, status_lines
 
 BACKENDS = ("asyncio", "trio")
 
@@ -371,7 +372,89 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--rebuild-index", action="store_true", help="first rebuild the search index from the data"
     )
+    add_browse_commands(command)
     return parser
+
+
+def add_browse_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``list``, ``status`` and ``limits``: see what is stored, and how much."""
+    browse = command(
+        "list",
+        run_list,
+        "list stored memories, events or scopes, newest first",
+        (
+            "List what the scope stores, a page at a time, newest stored first: its current "
+            "memories (WHAT memories, the default), its original events (WHAT events), or "
+            "every scope of the database with its counts (WHAT scopes). Filters narrow the "
+            "list; the first line gives the total of every page and its breakdown (by kind, "
+            "or by role for events). When more pages follow, the last line gives the "
+            "--cursor for the next one (ask with the same filters). Event texts longer than "
+            "500 characters are cut; 'amem read ID' prints the whole text. --json prints "
+            "the page as JSON."
+        ),
+    )
+    browse.add_argument(
+        "what", metavar="WHAT", nargs="?", default="memories", help="memories, events or scopes"
+    )
+    browse.add_argument(
+        "--kind", action="append", dest="kinds", help="only memories of this kind (repeatable)"
+    )
+    browse.add_argument(
+        "--role",
+        action="append",
+        dest="roles",
+        help=(
+            "only what this role said: user, assistant, system or tool (a memory: its source "
+            "event's role; repeatable)"
+        ),
+    )
+    browse.add_argument("--session", help="only this session")
+    browse.add_argument(
+        "--since",
+        metavar="TIME",
+        help="valid_at (memories) or occurred_at (events) at or after this ISO-8601 time",
+    )
+    browse.add_argument("--until", metavar="TIME", help="the same time before this ISO-8601 time")
+    browse.add_argument(
+        "--revoked", action="store_true", help="include revoked (corrected or retracted) memories"
+    )
+    browse.add_argument("--expired", action="store_true", help="include memories no longer true")
+    browse.add_argument("--cursor", help="continue after the page that printed this cursor")
+    browse.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_LIST_LIMIT,
+        help="items per page, 1 to 500 (default 50)",
+    )
+
+    command(
+        "status",
+        run_status,
+        "show the scope's counts and capacity",
+        (
+            "Print the scope's status: events by status (pending and failed extractions "
+            "included), current memories by kind and revoked ones, vector coverage, schema "
+            "version; and its capacity: events, memories, UTF-8 bytes of text, estimated index "
+            "bytes and vector bytes, its limits (see 'amem limits'), and the database file's "
+            "size, its WAL and its free pages."
+        ),
+    )
+
+    limits = command(
+        "limits",
+        run_limits,
+        "show or set the scope's capacity limits",
+        (
+            "Show the scope's capacity limits next to what it holds, or set them: "
+            "--max-events bounds the events it stores, --max-text-bytes the UTF-8 bytes of "
+            "its events' and memories' text. A write that would pass a limit is refused "
+            "(capacity_exceeded) and writes nothing. An option not given keeps its limit; "
+            "'none' removes one; --clear removes both. 'amem doctor' warns at 90% of a limit."
+        ),
+    )
+    limits.add_argument("--max-events", metavar="N", help="a number of events, or 'none'")
+    limits.add_argument("--max-text-bytes", metavar="N", help="a number of bytes, or 'none'")
+    limits.add_argument("--clear", action="store_true", help="remove both limits")
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -749,3 +832,74 @@ async def run_doctor(args: argparse.Namespace) -> int:
     lines.append("counts: " + ", ".join(f"{n} {t}" for t, n in report.counts.items()))
     show(args, report, "\n".join(lines))
     return 0 if report.ok else 1
+
+
+async def run_list(args: argparse.Namespace) -> int:
+    if args.what not in ("memories", "events", "scopes"):  # checked here: argparse echoes it
+        raise InvalidInput("WHAT must be memories, events or scopes")
+    if args.what == "scopes":
+        filters = (args.kinds, args.roles, args.session, args.since, args.until, args.cursor)
+        if any(value is not None for value in filters) or args.revoked or args.expired:
+            raise InvalidInput("'amem list scopes' takes no filters and no cursor")
+        async with opened(args) as (memory, _):
+            scopes = await memory.scopes()
+        show(args, {"scopes": [s.model_dump(mode="json") for s in scopes]}, scope_lines(scopes))
+        return 0
+    async with opened(args) as (_, scope):
+        page = await scope.list(
+            args.what,
+            kinds=args.kinds,
+            roles=args.roles,
+            session=args.session,
+            since=args.since,
+            until=args.until,
+            include_revoked=args.revoked,
+            include_expired=args.expired,
+            cursor=args.cursor,
+            limit=args.limit,
+        )
+    show(args, page, listing_lines(page))
+    return 0
+
+
+async def run_status(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        status = await scope.status()
+    show(args, status, status_lines(status))
+    return 0
+
+
+async def run_limits(args: argparse.Namespace) -> int:
+    given = {
+        name: limit_value(value, option)
+        for name, value, option in (
+            ("max_events", args.max_events, "--max-events"),
+            ("max_text_bytes", args.max_text_bytes, "--max-text-bytes"),
+        )
+        if value is not None
+    }
+    if args.clear and given:
+        raise InvalidInput("--clear removes both limits; give it alone")
+    async with opened(args) as (_, scope):
+        status = await scope.status()
+        if args.clear or given:
+            now = status.capacity
+            merged = {"max_events": now.max_events, "max_text_bytes": now.max_text_bytes}
+            capacity = await scope.set_limits(**({} if args.clear else merged | given))
+        else:
+            capacity = status.capacity
+    show(args, capacity, capacity_lines(capacity))
+    return 0
+
+
+def limit_value(value: str, option: str) -> int | None:
+    """A limit as the command line gives it: a positive integer, or ``none``."""
+    if value.strip().lower() == "none":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidInput(f"{option} must be a positive integer or 'none'") from None
+    if number < 1:
+        raise InvalidInput(f"{option} must be a positive integer or 'none'")
+    return number

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..models import Capacity, ListedEvent, ListedMemory, Listing, ScopeSummary, Status
+
+LINE_CHARS = 120
+"""Characters of a text a listing line shows (``--json`` shows it whole)."""
+
 
 def recall_line(item: Any) -> str:
     when = item.coarse_time or (item.valid_at or item.occurred_at).date().isoformat()
@@ -19,3 +24,95 @@ def recall_line(item: Any) -> str:
         if on
     )
     return f"{item.score:.3f}  {when}  {item.role:<9} {label:<11} {item.text}{flags}  ({item.id})"
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line (white space runs as one space), cut at ``LINE_CHARS``."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= LINE_CHARS else flat[: LINE_CHARS - 1] + "…"
+
+
+def memory_line(item: ListedMemory) -> str:
+    flags = "".join(f" [{flag}]" for flag, on in (("expired", item.expired),
+                    ("revoked", item.revoked)) if on)  # fmt: skip
+    when = item.valid_at.date().isoformat()
+    return f"{when}  {item.kind:<11} {item.role:<9} {one_line(item.text)}{flags}  ({item.id})"
+
+
+def event_line(item: ListedEvent) -> str:
+    when = item.occurred_at.date().isoformat()
+    cut = " [truncated]" if item.truncated else ""
+    return (
+        f"{item.seq:>6}  {when}  {item.role:<9} {item.status:<9} "
+        f"{one_line(item.text)}{cut}  ({item.id})"
+    )
+
+
+def listing_lines(page: Listing) -> str:
+    """The first line: the total of every page and its breakdown; then one line per item
+    (for events, ``seq`` first); last, the cursor of the next page if there is one."""
+    parts = ", ".join(f"{name} {n}" for name, n in page.totals.items() if n)
+    lines = [
+        f"{page.total} {page.what} in {page.persona}/{page.project}"
+        + (f": {parts}" if parts else "")
+    ]
+    for item in page.items:
+        lines.append(memory_line(item) if isinstance(item, ListedMemory) else event_line(item))
+    if page.next_cursor is not None:
+        lines.append(f"next page: --cursor {page.next_cursor} (with the same filters)")
+    return "\n".join(lines)
+
+
+def scope_lines(scopes: list[ScopeSummary]) -> str:
+    if not scopes:
+        return "(no scope stores anything yet)"
+    width = max(len(s.persona) for s in scopes)
+    pwidth = max(len(s.project) for s in scopes)
+    lines = [f"{'persona':<{width}}  {'project':<{pwidth}}  {'events':>8}  {'memories':>8}"]
+    lines += [
+        f"{s.persona:<{width}}  {s.project:<{pwidth}}  {s.events:>8,}  {s.memories:>8,}"
+        for s in scopes
+    ]
+    return "\n".join(lines)
+
+
+def of_limit(used: int, limit: int | None, unit: str) -> str:
+    if limit is None:
+        return f"{used:,} {unit} (no limit)"
+    return f"{used:,} of {limit:,} {unit} ({used / limit:.0%} of the limit)"
+
+
+def capacity_lines(capacity: Capacity) -> str:
+    c = capacity
+    return "\n".join(
+        [
+            f"capacity of {c.persona}/{c.project}:",
+            f"  events:  {of_limit(c.events, c.max_events, 'events')}",
+            f"  text:    {of_limit(c.text_bytes, c.max_text_bytes, 'bytes')}",
+            f"  index:   about {c.index_bytes:,} bytes; vectors: {c.vector_bytes:,} bytes",
+            f"  memories stored: {c.memories:,} (revoked included)",
+            f"file: {c.file_bytes:,} bytes, WAL {c.wal_bytes:,} bytes, "
+            f"free pages {c.free_bytes:,} bytes",
+        ]
+    )
+
+
+def status_lines(status: Status) -> str:
+    events = ", ".join(f"{name} {n}" for name, n in status.events.items())
+    kinds = ", ".join(f"{name} {n}" for name, n in status.memory_kinds.items() if n)
+    coverage = (
+        "no embedding endpoint"
+        if status.coverage is None
+        else f"{status.coverage:.0%} embedded ({status.fingerprint})"
+    )
+    extraction = "configured" if status.extraction else "not configured"
+    lines = [
+        f"scope {status.persona}/{status.project} (default {status.default_persona}/"
+        f"{status.default_project}), schema version {status.schema_version}",
+        f"events: {sum(status.events.values()):,} ({events})",
+        f"memories: {status.memories:,} current{f' ({kinds})' if kinds else ''}, "
+        f"{status.revoked:,} revoked",
+        f"vectors: {coverage}; extraction: {extraction}",
+        capacity_lines(status.capacity),
+    ]
+    return "\n".join(lines)

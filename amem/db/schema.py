@@ -20,6 +20,11 @@ v6  ``vectors`` replaces ``embeddings``: vectors of memories and of conversation
     matrix reload. ``erased_events`` holds one tombstone per erased event (a hash of its
     ID and scope, no content); ``scope_limits`` holds optional per-scope capacity limits;
     ``memories.revoke_reason`` says why a memory was retracted
+v7  ``scope_usage``: what each scope stores (events, memories, the UTF-8 bytes of their
+    text, the bytes of its search documents), kept by triggers on ``events``,
+    ``memories`` and ``search_docs`` (so no write path can forget), counted from the rows
+    once when the file migrates. Reading it is one lookup: a write checks it against the
+    scope's ``scope_limits`` inside its own transaction (``store.capacity``)
 
 Each migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
 after taking the write lock, so processes that start at the same time on a new file
@@ -37,7 +42,7 @@ from pathlib import Path
 from ..errors import StorageError
 from .drivers import open_sqlite
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 V1 = (
     """
@@ -273,6 +278,116 @@ V6 = (
     "alter table memories add column revoke_reason text",
 )
 
+# --- v7: capacity accounting ------------------------------------------------------------
+
+COUNTED_USAGE = """
+select persona, project, sum(events), sum(memories), sum(text_bytes), sum(token_bytes)
+from (
+    select persona, project, count(*) as events, 0 as memories,
+        sum(length(cast(text as blob))) as text_bytes, 0 as token_bytes
+    from events group by persona, project
+    union all
+    select persona, project, 0, count(*), sum(length(cast(text as blob))), 0
+    from memories group by persona, project
+    union all
+    select persona, project, 0, 0, 0, sum(length(cast(tokens as blob)))
+    from search_docs group by persona, project
+)
+group by persona, project
+"""
+"""Each scope's usage counted from its rows, in ``scope_usage``'s column order."""
+COUNT_USAGE = f"""
+insert into scope_usage (persona, project, events, memories, text_bytes, token_bytes)
+{COUNTED_USAGE}
+"""
+"""Fills an empty ``scope_usage`` from the rows (the migration; ``doctor`` recounts)."""
+
+
+V7 = (
+    """
+    create table scope_usage (
+        persona text not null,
+        project text not null,
+        events integer not null default 0,
+        memories integer not null default 0,
+        text_bytes integer not null default 0,
+        token_bytes integer not null default 0,
+        primary key (persona, project)
+    ) without rowid
+    """,
+    COUNT_USAGE,
+    """
+    create trigger events_usage_added after insert on events begin
+        insert into scope_usage (persona, project, events, text_bytes)
+        values (new.persona, new.project, 1, length(cast(new.text as blob)))
+        on conflict (persona, project) do update set
+            events = events + 1, text_bytes = text_bytes + excluded.text_bytes;
+    end
+    """,
+    """
+    create trigger events_usage_removed after delete on events begin
+        update scope_usage
+        set events = events - 1, text_bytes = text_bytes - length(cast(old.text as blob))
+        where persona = old.persona and project = old.project;
+    end
+    """,
+    """
+    create trigger events_usage_changed after update of text on events begin
+        update scope_usage
+        set text_bytes = text_bytes - length(cast(old.text as blob))
+            + length(cast(new.text as blob))
+        where persona = old.persona and project = old.project;
+    end
+    """,
+    """
+    create trigger memories_usage_added after insert on memories begin
+        insert into scope_usage (persona, project, memories, text_bytes)
+        values (new.persona, new.project, 1, length(cast(new.text as blob)))
+        on conflict (persona, project) do update set
+            memories = memories + 1, text_bytes = text_bytes + excluded.text_bytes;
+    end
+    """,
+    """
+    create trigger memories_usage_removed after delete on memories begin
+        update scope_usage
+        set memories = memories - 1, text_bytes = text_bytes - length(cast(old.text as blob))
+        where persona = old.persona and project = old.project;
+    end
+    """,
+    """
+    create trigger memories_usage_changed after update of text on memories begin
+        update scope_usage
+        set text_bytes = text_bytes - length(cast(old.text as blob))
+            + length(cast(new.text as blob))
+        where persona = old.persona and project = old.project;
+    end
+    """,
+    """
+    create trigger search_docs_usage_added after insert on search_docs begin
+        insert into scope_usage (persona, project, token_bytes)
+        values (new.persona, new.project, length(cast(new.tokens as blob)))
+        on conflict (persona, project) do update set
+            token_bytes = token_bytes + excluded.token_bytes;
+    end
+    """,
+    """
+    create trigger search_docs_usage_removed after delete on search_docs begin
+        update scope_usage set token_bytes = token_bytes - length(cast(old.tokens as blob))
+        where persona = old.persona and project = old.project;
+    end
+    """,
+    """
+    create trigger search_docs_usage_changed after update of tokens on search_docs begin
+        update scope_usage
+        set token_bytes = token_bytes - length(cast(old.tokens as blob))
+            + length(cast(new.tokens as blob))
+        where persona = old.persona and project = old.project;
+    end
+    """,
+)
+"""``scope_usage`` and the triggers that keep it (a scope's row appears with its first
+row; it is not removed when the scope empties, it reads zeros)."""
+
 MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (1, V1),
     (2, V2),
@@ -280,6 +395,7 @@ MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (4, V4),
     (5, ()),
     (6, V6),
+    (7, V7),
 )
 """Each version and its statements; a version in ``RETOKENIZED`` also rebuilds the index."""
 RETOKENIZED = frozenset({5})

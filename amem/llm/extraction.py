@@ -16,7 +16,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import Settings
-from ..errors import InvalidInput, UpstreamError
+from ..errors import InvalidInput, StorageError, UpstreamError
 from ..inputs import validation_problems
 from ..limits import MAX_MEMORIES_PER_EVENT
 from ..models import DRAFT_FIELDS, MemoryDraft
@@ -169,7 +169,8 @@ def complete_extraction(
     """Validate the whole answer and derive every memory in this one transaction.
 
     An event already extracted returns its memory IDs (a repeated completion derives
-    nothing). A draft that fails validation fails the event, with nothing derived.
+    nothing). A draft that fails validation, or memories that would take the scope past a
+    capacity limit, fail the event, with nothing derived (``retry`` tries it again).
     """
     state = conn.execute(SELECT_STATE, (event_id,)).fetchone()
     if state is None or state[2] != "pending":
@@ -178,7 +179,7 @@ def complete_extraction(
     conn.execute("savepoint derive")
     try:
         records = derive_memories(conn, persona, project, event_id, drafts, segmented, now)
-    except InvalidInput as exc:
+    except (InvalidInput, StorageError) as exc:  # a bad draft, or capacity_exceeded
         conn.execute("rollback to derive")
         conn.execute("release derive")
         return mark_failed(conn, event_id, f"{exc.code}: {exc.message}")

@@ -6,7 +6,8 @@ does not see FTS drift), search coverage (the index holds exactly what ``search.
 says it holds: nothing missing, no row pointing at anything else), text that does not
 decode, whether an export would import (the rows as export reads them, through import's
 own validation), extractions left pending or failed, vector coverage and interrupted
-reindexes, and reports table counts.
+reindexes, capacity counters against the rows they count and scopes near their capacity
+limits, and reports table counts.
 
 Also the index rebuild a schema migration runs when the search tokens change
 (``reindex_for_migration``).
@@ -25,6 +26,7 @@ from ..db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
 from ..models import DoctorCheck, DoctorReport
 from ..search import index
 from ..search.text import segment_all
+from ..store import capacity
 from . import archive
 
 log = logging.getLogger("amem")
@@ -71,6 +73,7 @@ REBUILD_HINT = "run `amem doctor --rebuild-index` (rebuilds the search index fro
 RESTORE_HINT = "restore the latest backup (`amem restore`) into a new file"
 REPAIR_HINT = f"{RESTORE_HINT}, or repair or delete the named row with the sqlite3 shell"
 REIMPORT_HINT = "export what is readable (`amem export`) and import it into a new file"
+RECOUNT_HINT = "run `amem doctor --rebuild-index` (also counts every scope's usage anew)"
 
 
 def examine(
@@ -88,6 +91,7 @@ def examine(
         *row_checks,
         *extraction_checks(conn),
         *vector_checks(conn, settings),
+        capacity_check(conn),
     ]
     counts = {t: conn.execute(f"select count(*) from {t}").fetchone()[0] for t in COUNTED}
     return DoctorReport(
@@ -144,7 +148,7 @@ def count_check(conn: sqlite3.Connection, name: str, sql: str, what: str) -> Doc
 def row_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
     """The checks that read every row (about 40 s for a million events): run them on a
     read snapshot, so writers are not kept waiting for the write lock meanwhile."""
-    return [text_check(conn), archive_check(conn)]
+    return [text_check(conn), archive_check(conn), usage_check(conn)]
 
 
 def text_check(conn: sqlite3.Connection) -> DoctorCheck:
@@ -177,6 +181,47 @@ def archive_check(conn: sqlite3.Connection) -> DoctorCheck:
     except archive.BadRow as exc:
         problem = f"an export would not import: {exc}"
     return verdict("archive", problem, REPAIR_HINT)
+
+
+def usage_check(conn: sqlite3.Connection) -> DoctorCheck:
+    """The capacity counters (``scope_usage``) agree with the rows they count."""
+    drifted = capacity.usage_drift(conn)
+    problem = None
+    if drifted:
+        persona, project = drifted[0]
+        problem = (
+            f"{len(drifted)} scope(s) counted wrong, first: {persona}/{project} "
+            "(a write made around amem)"
+        )
+    return verdict("capacity accounting", problem, RECOUNT_HINT)
+
+
+def capacity_check(conn: sqlite3.Connection) -> DoctorCheck:
+    """A warning for every scope at ``NEAR_LIMIT`` (90%) or more of one of its limits."""
+    limited, near = capacity.near_limits(conn)
+    if not near:
+        detail = (
+            f"{limited} scope(s) with limits, none at 90% of one" if limited else "no limits set"
+        )
+        return DoctorCheck(
+            name="capacity limits", ok=True, detail=detail, fix=None, severity="warning"
+        )
+    shown = "; ".join(
+        f"{n.persona}/{n.project} holds {n.used:,} of {n.limit:,} {n.what} ({n.used / n.limit:.0%})"
+        for n in near[:5]
+    )
+    more = f" (and {len(near) - 5} more)" if len(near) > 5 else ""
+    return DoctorCheck(
+        name="capacity limits",
+        ok=False,
+        severity="warning",
+        detail=f"{shown}{more}",
+        fix=(
+            "raise the limit (`amem limits --persona P --project Q --max-events N "
+            "--max-text-bytes N`) or delete what is no longer needed; at the limit, writes "
+            "are refused (capacity_exceeded)"
+        ),
+    )
 
 
 def extraction_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
@@ -244,6 +289,14 @@ def rebuild_index(conn: sqlite3.Connection, docs: Iterable[index.Document]) -> i
     for doc in docs:
         index.index_doc(conn, doc.persona, doc.project, doc.doc_kind, doc.ref, doc.text)
         count += 1
+    return count
+
+
+def rebuild(conn: sqlite3.Connection, docs: Iterable[index.Document]) -> int:
+    """``doctor --rebuild-index``: ``rebuild_index``, then every scope's capacity counters
+    counted anew from the rows (a migration to v5 rebuilds the index before they exist)."""
+    count = rebuild_index(conn, docs)
+    capacity.recount_usage(conn)
     return count
 
 

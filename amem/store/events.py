@@ -9,6 +9,7 @@ from ..db.times import from_db_time
 from ..errors import Conflict
 from ..models import Event, EventReceipt, EventStatus
 from ..search import index
+from .capacity import check_capacity
 from .tombstones import refuse_erased
 
 
@@ -65,7 +66,9 @@ SELECT_MEMORY_IDS = "select id from memories where event_id = ? and revoked_at i
 def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
     """Store ``event``, or acknowledge the identical event already stored under its ID.
 
-    An ID erased from this scope is refused (``erased``): its tombstone outlives it."""
+    An ID erased from this scope is refused (``erased``): its tombstone outlives it. A new
+    event that takes its scope past a limit is refused (``capacity_exceeded``); the
+    writer then rolls the caller's whole request back."""
     refuse_erased(conn, event.persona, event.project, event.id)
     cursor = conn.execute(
         INSERT_EVENT, (*payload(event), event.occurred_at, event.ingested_at, event.status)
@@ -73,6 +76,7 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
     if cursor.rowcount == 1:
         if event.segmented is not None:
             index.index_doc(conn, event.persona, event.project, "event", event.id, event.segmented)
+        check_capacity(conn, event.persona, event.project)  # a duplicate adds nothing
         return receipt(event, cursor.lastrowid or 0, event.status, [], duplicate=False)
     existing = load_stored(conn, event.id)
     assert existing is not None

@@ -28,6 +28,7 @@ from ..inputs import parse_time
 from ..models import Emotion, MemoryDraft, MemoryRecord
 from ..search import index
 from ..search.text import is_function_word, surface_words
+from .capacity import check_capacity
 from .events import StoredEvent, load_stored
 
 ARCHIVED_CATEGORIES = frozenset(("reference", "persona"))
@@ -120,7 +121,8 @@ def derive_memories(
     so repeating a derivation is harmless. ``segmented`` holds each draft's text as
     ``text.segment`` returns it (computed before the transaction). ``chain_order`` places
     a fact where another one stood (a correction keeping its start); by default it goes
-    after its equals.
+    after its equals. A memory that takes the scope past one of its limits refuses the
+    batch (``capacity_exceeded``, ``store.capacity``).
     """
     event = load_event(conn, persona, project, event_id)
     valid = [validate(event, draft, f"memories[{n}]") for n, draft in enumerate(drafts)]
@@ -224,6 +226,7 @@ def insert_memory(
         return memory_from_row(same)
     num = conn.execute(INSERT_MEMORY, row).lastrowid
     assert num is not None
+    check_capacity(conn, event.persona, event.project)  # an identical memory adds nothing
     index.index_doc(conn, event.persona, event.project, "memory", row["id"], segmented)
     if draft.gist is None and draft.kind in FADING_KINDS:
         conn.execute(SET_CUE, (topic_cue(draft.text, segmented), num))

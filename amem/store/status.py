@@ -1,19 +1,23 @@
-"""Scope statistics for ``Scope.status`` and the ``memory_status`` tool."""
+"""Scope statistics for ``Scope.status`` and the ``memory_status`` tool: counts, model
+work, and capacity (``store.capacity``)."""
 
 from __future__ import annotations
 
 import sqlite3
 
 from ..config import Settings
-from ..models import Status
+from ..models import MEMORY_KINDS, Status
 from ..search.vectors import coverage
+from .capacity import scope_capacity
 
 EVENTS_BY_STATUS = """
 select status, count(*) from events where persona = ? and project = ? group by status
 """
 MEMORY_COUNTS = """
-select count(*) filter (where revoked_at is null), count(*) filter (where revoked_at is not null)
+select kind, count(*) filter (where revoked_at is null),
+    count(*) filter (where revoked_at is not null)
 from memories where persona = ? and project = ?
+group by kind
 """
 
 
@@ -22,7 +26,10 @@ def scope_status(
 ) -> Status:
     events = {"stored": 0, "pending": 0, "extracted": 0, "failed": 0, "amended": 0}
     events.update(dict(conn.execute(EVENTS_BY_STATUS, (persona, project)).fetchall()))
-    memories, revoked = conn.execute(MEMORY_COUNTS, (persona, project)).fetchone()
+    counts = conn.execute(MEMORY_COUNTS, (persona, project)).fetchall()
+    kinds: dict[str, int] = dict.fromkeys(MEMORY_KINDS, 0)
+    kinds.update({kind: current for kind, current, _ in counts})
+    revoked = sum(row[2] for row in counts)
     fingerprint = settings.embed_fingerprint
     covered = None if fingerprint is None else coverage(conn, persona, project, fingerprint)
     return Status(
@@ -32,11 +39,13 @@ def scope_status(
         default_project=settings.default_project,
         schema_version=conn.execute("pragma user_version").fetchone()[0],
         events=events,
-        memories=memories,
+        memories=sum(kinds.values()),
         revoked=revoked,
         embedded=0 if covered is None else covered.embedded_memories,
         embedded_events=0 if covered is None else covered.embedded_events,
         coverage=None if covered is None else covered.share,
         fingerprint=fingerprint,
         extraction=settings.extraction_enabled,
+        memory_kinds=kinds,
+        capacity=scope_capacity(conn, persona, project),
     )
