@@ -100,7 +100,8 @@ async def test_the_local_model_finds_paraphrases_and_its_vectors_outlive_a_resta
         reindexed = await scope.reindex()
         found = {query: await scope.recall(query, mode="semantic") for query in PARAPHRASES}
         unrelated = await scope.recall("volcano eruption", mode="semantic")
-    assert (reindexed.fingerprint, reindexed.embedded) == (FINGERPRINT, len(MEMORIES))
+    assert (reindexed.fingerprint, reindexed.memories, reindexed.events) == (FINGERPRINT, 4, 4)
+    assert reindexed.embedded == 8
     for query, memory in PARAPHRASES.items():
         assert found[query].warnings == [], query
         assert [item.text for item in found[query].items][:1] == [memory], query
@@ -112,8 +113,9 @@ async def test_the_local_model_finds_paraphrases_and_its_vectors_outlive_a_resta
         assert mem.settings.embed_base_url != first_url
         scope = mem.scope()
         status = await scope.status()
-        again = await scope.recall("宠物", mode="semantic")
+        again = await scope.recall("宠物")  # auto, the default: hybrid, the scope is covered
     assert (status.fingerprint, status.embedded, status.coverage) == (FINGERPRINT, 4, 1.0)
+    assert again.ranking == "hybrid"
     assert [item.text for item in again.items][:1] == [MEMORIES[1]]
 
 
