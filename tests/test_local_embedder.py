@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pydantic
 import pytest
 from mcp_client import (
@@ -127,6 +128,26 @@ async def test_a_query_right_after_opening_waits_for_the_model(db_path: Path) ->
         # queue instead of being refused
         result = await mem.scope(PERSONA, PROJECT).recall("宠物", mode="semantic")
     assert not any("could not be embedded" in warning for warning in result.warnings)
+
+
+async def test_a_query_goes_ahead_of_a_long_batch_of_passages(db_path: Path) -> None:
+    # background embedding sends batches that take seconds on two cores; a recall's query
+    # must not wait for a whole batch (its embedding has a 5 s timeout)
+    passages = ["".join(MEMORIES[(n + k) % 4] for k in range(20))[:500] for n in range(6)]
+    done: list[str] = []
+    async with amem.open(db_path, settings=LOCAL) as mem, httpx.AsyncClient() as client:
+        url = f"{mem.settings.embed_base_url}/embeddings"
+
+        async def embed(texts: list[str], input_type: str) -> None:
+            body = {"input": texts, "input_type": input_type}
+            (await client.post(url, json=body, timeout=300)).raise_for_status()
+            done.append(input_type)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(embed, passages, "passage")
+            await anyio.sleep(0.5)  # the model has loaded and the batch has begun
+            await embed(["宠物"], "query")
+    assert done == ["query", "passage"]
 
 
 # --- the process --------------------------------------------------------------------------

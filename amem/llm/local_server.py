@@ -21,6 +21,50 @@ from typing import Any
 
 MAX_REQUEST_BYTES = 256 << 20
 """Far above what amem sends (``embed_batch`` texts of at most 100,000 characters)."""
+SLICE_TOKENS = 512
+"""Passages are embedded in slices of about this many tokens (at least one text), about
+half a second of one core; a query waits for at most one slice."""
+
+
+class Engine:
+    """The model, one inference at a time (each uses every core), queries first.
+
+    amem embeds new writes in the background in batches that can take seconds on two
+    cores, while a recall waits for its query's vector (``embed_query_timeout``, 5 s): so
+    a batch runs in slices, and a waiting query takes the next turn.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.turn = threading.Condition()
+        self.busy = False
+        self.queries = 0
+        """Queries waiting for a turn."""
+
+    def embed(self, texts: list[str], query: bool) -> list[Any]:
+        if query:
+            return self.run(texts, query)
+        vectors: list[Any] = []
+        start, tokens = 0, 0
+        for end, text in enumerate(texts, 1):
+            tokens += self.model.token_count(text)
+            if tokens >= SLICE_TOKENS or end == len(texts):
+                vectors += self.run(texts[start:end], query)
+                start, tokens = end, 0
+        return vectors
+
+    def run(self, texts: list[str], query: bool) -> list[Any]:
+        with self.turn:
+            self.queries += query
+            self.turn.wait_for(lambda: not self.busy and (query or not self.queries))
+            self.queries -= query
+            self.busy = True
+        try:
+            return list(self.model.encode(texts, query))
+        finally:
+            with self.turn:
+                self.busy = False
+                self.turn.notify_all()
 
 
 class Server(ThreadingHTTPServer):
@@ -29,8 +73,7 @@ class Server(ThreadingHTTPServer):
     def __init__(self, listener: socket.socket, model: Any) -> None:
         super().__init__(listener.getsockname(), Handler, bind_and_activate=False)
         self.socket = listener
-        self.model = model
-        self.lock = threading.Lock()  # one inference at a time: it uses every core
+        self.engine = Engine(model)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that went away (amem cancelled a call) is no error here
@@ -65,8 +108,7 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(400, {"error": {"message": "expected {input: [text, ...]}"}})
             return
         query = request.get("input_type") == "query"  # e5's "query: " or "passage: " prefix
-        with self.server.lock:
-            vectors = self.server.model.encode(texts, query)
+        vectors = self.server.engine.embed(texts, query)
         data = [
             {"object": "embedding", "index": n, "embedding": vector.tolist()}
             for n, vector in enumerate(vectors)
