@@ -22,8 +22,9 @@ from typing import Any
 MAX_REQUEST_BYTES = 256 << 20
 """Far above what amem sends (``embed_batch`` texts of at most 100,000 characters)."""
 SLICE_TOKENS = 512
-"""Passages are embedded in slices of about this many tokens (at least one text), about
-half a second of one core; a query waits for at most one slice."""
+"""Passages are embedded in slices of about this many tokens (at least one text): under a
+second of CPU (bench/embed_speed.py: 1.3 to 1.8 ms a token). A query waits for one slice
+at most."""
 
 
 class Engine:
