@@ -82,6 +82,7 @@ class Server(ThreadingHTTPServer):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: amem's client reuses its connection
+    disable_nagle_algorithm = True  # the body, written after the headers, goes out at once
     server: Server
 
     def log_message(self, format: str, *args: Any) -> None:
