@@ -38,8 +38,9 @@ STOP_SECONDS = 5.0
 DEFAULTS = {"embed_min_similarity": 0.855, "embed_batch": 16}
 """Used unless set. e5 scores even unrelated texts 0.75-0.84: tests/test_embeddings.py
 calibrated 0.855 between the best unrelated match (0.836) and the weakest right answer
-(0.871) on its Chinese and English set. Requests of 16 texts embed as many per second as
-64 on two cores (bench/embed_speed.py) and take a quarter as long, far from the timeout."""
+(0.871) on its Chinese and English set. 16 texts a request embed about as fast as 64
+(bench/embed_speed.py), and 16 long Chinese texts took 13 s on two busy cores, 64 took 53 s:
+past ``embed_timeout`` (30 s)."""
 
 
 @asynccontextmanager
@@ -63,7 +64,7 @@ async def embedder(settings: Settings) -> AsyncIterator[Settings]:
             stdout=subprocess.DEVNULL,
             stderr=None,
             pass_fds=[fd],
-            # OpenMP threads that spin while they wait embedded 10 to 20 times slower on
+            # OpenMP threads that spin while they wait embedded 10 to 50 times slower on
             # two cores that others also use; a setting in amem's environment still wins
             env={"OMP_WAIT_POLICY": "passive", **os.environ},
         )
