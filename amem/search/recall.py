@@ -41,11 +41,11 @@ score is the evidence (weighted lexical and link parts) scaled by the priors (ba
 confidence, freshness), each part in 0..1 and reported on the item (``score``): lexical
 (BM25 relative to a full match, or to the best candidate), semantic (cosine), link,
 basis, confidence and freshness (``0.5 ** (age / half-life)``, age from ``valid_at`` to
-``as_of``). Hybrid recall ranks two lists, each by its own evidence scaled by the
-priors: the lexical one (lexical and link parts) and the dense one (cosine), and fuses
-them by rank (``fusion``: the reciprocal-rank sum ``1 / (FUSION_K + rank)`` over both
-lists, scaled so that first in both is 1.0); that is the item's score. Ranks, not raw
-scores, because cosines of one model crowd in a narrow band that says little across
+``as_of``). Hybrid recall ranks two lists: the lexical one (lexical and link parts scaled
+by the priors, as ``fast`` ranks) and the dense one (cosine alone), and fuses them by rank
+(``fusion``: the reciprocal-rank sum ``1 / (FUSION_K + rank)`` over both lists, scaled so
+that first in both is 1.0); that is the item's score. Ranks, not raw scores, because
+cosines of one model crowd in a narrow band that says little across
 queries, while BM25 spreads wide.
 
 Presentation fades old detail without deleting it: episodes, observations and emotions
@@ -858,12 +858,14 @@ def scope_size(conn: sqlite3.Connection, q: RecallQuery) -> float:
 
 
 def fuse(found: dict[str, Candidate], q: RecallQuery) -> None:
-    """Set every candidate's ``fusion``: its reciprocal ranks in the lexical list and the
-    dense list (each ranked by its own evidence scaled by the priors), summed and scaled
-    so that first in both lists is 1.0."""
+    """Set every candidate's ``fusion``: its reciprocal ranks in the lexical list (ranked by
+    lexical and link evidence scaled by the priors, as ``fast`` ranks) and the dense list
+    (ranked by cosine alone: one model's cosines crowd in a band a few hundredths wide,
+    which the priors would reorder by age), summed and scaled so that first in both
+    lists is 1.0."""
     for evidence in (LEXICAL_EVIDENCE, DENSE_EVIDENCE):
         listed = [
-            (-score(parts(c, q), evidence), n, c)
+            (-(score(parts(c, q), evidence) if evidence is LEXICAL_EVIDENCE else c.semantic), n, c)
             for n, c in enumerate(found.values())
             if any(getattr(c, name) for name in evidence)
         ]
