@@ -115,10 +115,17 @@ def import_archive(
 ) -> Loaded:
     """Run by the writer: load the archive at ``path`` into this empty database."""
     require_empty(conn)
-    try:
+    with reading_archive():
         total = max(0, count_lines(path) - 2)  # less the header and the end line
         with open(path, encoding="utf-8") as handle:
             return load(conn, archive.read_lines(handle), total, progress)
+
+
+@contextmanager
+def reading_archive() -> Iterator[None]:
+    """Errors reading an archive file, as amem's errors (naming no stored text)."""
+    try:
+        yield
     except FileNotFoundError:
         raise InvalidInput("the archive file does not exist") from None
     except UnicodeDecodeError:
@@ -134,21 +141,12 @@ def read_tombstones(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     thread. The whole file is read and its structure checked (a truncated or malformed
     archive is ``archive_invalid``); rows of other tables are passed over unvalidated."""
     found: list[tuple[str, str]] = []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for table, values, where in archive.read_lines(handle):
-                if table == "erased_events":
-                    row = archive.shaped_row(table, values, where)
-                    assert isinstance(row, archive.TombstoneRow)
-                    found.append((row.digest, row.erased_at))
-    except FileNotFoundError:
-        raise InvalidInput("the archive file does not exist") from None
-    except UnicodeDecodeError:
-        raise archive.invalid("the file is not UTF-8 text") from None
-    except BadRow as exc:
-        raise archive.invalid(str(exc)) from None
-    except OSError as exc:
-        raise StorageError(f"the archive cannot be read ({exc.strerror or 'I/O error'})") from None
+    with reading_archive(), open(path, encoding="utf-8") as handle:
+        for table, values, where in archive.read_lines(handle):
+            if table == "erased_events":
+                row = archive.shaped_row(table, values, where)
+                assert isinstance(row, archive.TombstoneRow)
+                found.append((row.digest, row.erased_at))
     return found
 
 
