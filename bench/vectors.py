@@ -39,6 +39,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,10 @@ def vectors_copy(cache: Path, size: int, seed: int) -> Path:
     centres = unit(rng.standard_normal((CENTRES, DIM), dtype=np.float32))
     fingerprint = settings().embed_fingerprint
     t0 = time.perf_counter()
-    with sqlite3.connect(partial) as conn:
+    with (
+        closing(sqlite3.connect(partial)) as conn,
+        conn,
+    ):  # closed (WAL folded in) before the rename
         rows = conn.execute("select persona, project, id from memories order by num").fetchall()
         for start in range(0, len(rows), 50_000):
             block = rows[start : start + 50_000]
