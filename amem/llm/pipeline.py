@@ -214,9 +214,7 @@ class Pipeline:
         fingerprint = self._settings.embed_fingerprint
         assert fingerprint is not None
         staged = f"staging:{uuid.uuid4().hex}"
-        todo = await self._db.read(
-            vectors.to_embed, persona=persona, project=project, fingerprint=fingerprint, every=True
-        )
+        todo = await self._db.read(vectors.to_embed, persona=persona, project=project)
         stored = 0
         try:
             for start in range(0, len(todo), self._settings.embed_batch):

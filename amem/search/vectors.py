@@ -104,17 +104,6 @@ def drop_vectors(conn: sqlite3.Connection, kind: str, refs: Iterable[str]) -> in
     return sum(conn.execute(DELETE_REF, (kind, ref)).rowcount for ref in refs)
 
 
-SELECT_UNEMBEDDED = f"""
-select 'memory', m.id, m.text from memories m
-where m.persona = :persona and m.project = :project and m.revoked_at is null
-  and not exists (select 1 from vectors v where v.fingerprint = :fingerprint
-                  and v.doc_kind = 'memory' and v.ref = m.id)
-union all
-select 'event', e.id, e.text from events e
-where e.persona = :persona and e.project = :project and {INDEXED_EVENT}
-  and not exists (select 1 from vectors v where v.fingerprint = :fingerprint
-                  and v.doc_kind = 'event' and v.ref = e.id)
-"""
 SELECT_ALL = f"""
 select 'memory', m.id, m.text from memories m
 where m.persona = :persona and m.project = :project and m.revoked_at is null
@@ -124,14 +113,11 @@ where e.persona = :persona and e.project = :project and {INDEXED_EVENT}
 """
 
 
-def to_embed(
-    conn: sqlite3.Connection, persona: str, project: str, fingerprint: str, *, every: bool
-) -> list[tuple[str, str, str]]:
-    """``(doc_kind, ref, text)`` of the scope's current memories and indexed events: those
-    without a vector of ``fingerprint``, or ``every`` one (a reindex)."""
-    sql = SELECT_ALL if every else SELECT_UNEMBEDDED
-    params = {"persona": persona, "project": project, "fingerprint": fingerprint}
-    return [(str(k), str(r), str(t)) for k, r, t in conn.execute(sql, params)]
+def to_embed(conn: sqlite3.Connection, persona: str, project: str) -> list[tuple[str, str, str]]:
+    """``(doc_kind, ref, text)`` of every current memory and indexed event of the scope
+    (what a reindex embeds)."""
+    params = {"persona": persona, "project": project}
+    return [(str(k), str(r), str(t)) for k, r, t in conn.execute(SELECT_ALL, params)]
 
 
 SELECT_STAGED_REFS = "select distinct doc_kind, ref from vectors where fingerprint = ?"
