@@ -133,7 +133,8 @@ async def test_a_query_right_after_opening_waits_for_the_model(db_path: Path) ->
 async def test_a_query_goes_ahead_of_a_long_batch_of_passages(db_path: Path) -> None:
     # background embedding sends batches that take seconds on two cores; a recall's query
     # must not wait for a whole batch (its embedding has a 5 s timeout)
-    passages = ["".join(MEMORIES[(n + k) % 4] for k in range(20))[:500] for n in range(6)]
+    # enough slices that the batch is far from done when the query comes, however fast
+    passages = ["".join(MEMORIES[(n + k) % 4] for k in range(20))[:500] for n in range(24)]
     done: list[str] = []
     async with amem.open(db_path, settings=LOCAL) as mem, httpx.AsyncClient() as client:
         url = f"{mem.settings.embed_base_url}/embeddings"
