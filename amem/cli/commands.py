@@ -24,11 +24,19 @@ from pydantic import BaseModel, ValidationError
 from .. import __version__
 from ..config import Settings, default_db_path
 from ..errors import AmemError, InvalidInput
+from ..hosts import claude_code
 from ..inputs import validation_problems
 from ..limits import DEFAULT_LIST_LIMIT
 from ..memory import Memory, Scope
 from ..memory import open as open_memory
-from ..models import RECALL_MODES, ROLES, SUBMITTABLE_CATEGORIES, ArchiveResult, Erasure
+from ..models import (
+    RECALL_MODES,
+    ROLES,
+    SUBMITTABLE_CATEGORIES,
+    ArchiveResult,
+    CaptureResult,
+    Erasure,
+)
 from .demo import SAMPLE_PERSONA, SAMPLE_PROJECT, demo
 from .show import capacity_lines, listing_lines, recall_line, scope_lines, status_lines
 
@@ -38,7 +46,12 @@ BACKENDS = ("asyncio", "trio")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``amem`` and ``python -m amem``; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        if exc.code == 2:
+            return usage_error(argv)
+        raise
     if args.command is None or not hasattr(args, "run"):
         (args.help_parser if hasattr(args, "help_parser") else parser).print_help()
         return 2
@@ -46,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             "amem: error: --backend trio needs trio installed (pip install trio)", file=sys.stderr
         )
-        return 2
+        return usage_error(argv)
     try:
         result: int = anyio.run(args.run, args, backend=args.backend)
     except AmemError as exc:
@@ -62,6 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     return result
+
+
+def usage_error(argv: Sequence[str] | None) -> int:
+    """The exit status of a usage error: 2, except for ``claude-code-hook``, to which
+    Claude Code would read 2 as "block" (compaction, stopping): 1 shows the error only."""
+    words = sys.argv[1:] if argv is None else argv
+    return 1 if list(words[:1]) == ["claude-code-hook"] else 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -373,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--rebuild-index", action="store_true", help="first rebuild the search index from the data"
     )
     add_browse_commands(command)
+    add_claude_code_commands(command)
     return parser
 
 
@@ -903,3 +924,89 @@ def limit_value(value: str, option: str) -> int | None:
     if number < 1:
         raise InvalidInput(f"{option} must be a positive integer or 'none'")
     return number
+
+
+# --- Claude Code: its session transcripts, captured from a hook or afterwards ------------
+
+
+def add_claude_code_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``claude-code-hook`` and ``claude-code-capture`` (see docs/host-capture.md)."""
+    command(
+        "claude-code-hook",
+        run_claude_code_hook,
+        "capture a Claude Code session, as its hook (JSON on stdin)",
+        (
+            "Run as a Claude Code command hook (PreCompact, SessionEnd, Stop, ...): read the "
+            "hook's JSON from stdin (session_id, transcript_path) and capture the session's "
+            "transcript into the scope, its user and assistant text, each line once: only "
+            "the lines past the session's cursor are stored, so running it again stores "
+            "nothing twice. Prints nothing on stdout (Claude Code reads it); a summary goes "
+            "to stderr. Exits 0 on success and 1 on any error, never 2 (which Claude Code "
+            "reads as 'block compaction' or 'do not stop')."
+        ),
+    )
+    capture = command(
+        "claude-code-capture",
+        run_claude_code_capture,
+        "capture Claude Code transcript files (a backfill)",
+        (
+            "Capture Claude Code transcript files (~/.claude/projects/PROJECT/SESSION.jsonl) "
+            "the way claude-code-hook does, e.g. sessions that ended before the hook was "
+            "set up. Each file is its session, named by the file (SESSION.jsonl), and shares "
+            "that session's cursor with the hook: nothing is stored twice."
+        ),
+    )
+    capture.add_argument("files", metavar="TRANSCRIPT", nargs="+", type=Path)
+    capture.add_argument(
+        "--session", help="the session ID (one TRANSCRIPT only; default: its file name)"
+    )
+
+
+async def run_claude_code_hook(args: argparse.Namespace) -> int:
+    # stdout is Claude Code's (it parses JSON there): this command writes only to stderr
+    hook = await anyio.to_thread.run_sync(claude_code.read_hook_input, sys.stdin.fileno())
+    transcript = await anyio.to_thread.run_sync(
+        claude_code.read_transcript, hook.transcript_path, hook.session_id
+    )
+    async with opened(args) as (_, scope):
+        result = await claude_code.capture(scope, transcript)
+    warn_left_out(transcript)
+    print(f"amem: {hook.event or 'hook'}: {capture_line(transcript, result)}", file=sys.stderr)
+    return 0
+
+
+async def run_claude_code_capture(args: argparse.Namespace) -> int:
+    if args.session is not None and len(args.files) > 1:
+        raise InvalidInput("--session names the session of one TRANSCRIPT; give one file")
+    transcripts = [
+        await anyio.to_thread.run_sync(claude_code.read_transcript, path, args.session or path.stem)
+        for path in args.files
+    ]  # all read before the database opens: a missing file changes nothing
+    results = []
+    async with opened(args) as (_, scope):
+        for transcript in transcripts:
+            warn_left_out(transcript)
+            report = progress(f"claude-code-capture {transcript.session}")
+            results.append(await claude_code.capture(scope, transcript, progress=report))
+    lines = [capture_line(t, r) for t, r in zip(transcripts, results, strict=True)]
+    show(args, {"captures": [r.model_dump(mode="json") for r in results]}, "\n".join(lines))
+    return 0
+
+
+def capture_line(transcript: claude_code.Transcript, result: CaptureResult) -> str:
+    return (
+        f"session {transcript.session}: cursor {result.cursor}: stored {len(result.stored)}, "
+        f"{len(result.duplicates)} already stored, {result.skipped} skipped"
+    )
+
+
+def warn_left_out(transcript: claude_code.Transcript) -> None:
+    """On stderr: the transcript's lines left out because they are not JSON objects."""
+    if transcript.malformed:
+        numbers = ", ".join(map(str, transcript.malformed[:10]))
+        more = ", ..." if len(transcript.malformed) > 10 else ""
+        print(
+            f"amem: warning: session {transcript.session}: {len(transcript.malformed)} "
+            f"transcript lines are not JSON objects, left out (lines {numbers}{more})",
+            file=sys.stderr,
+        )
