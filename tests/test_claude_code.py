@@ -160,9 +160,11 @@ def test_the_hook_input_is_read_without_waiting_for_stdin_to_close() -> None:
     reader = threading.Thread(target=lambda: got.append(claude_code.read_hook_input(read_end)))
     reader.start()
     reader.join(timeout=10)
-    os.close(write_end)  # only now: a reader still waiting would see the end of file
+    finished_with_stdin_open = not reader.is_alive()
+    os.close(write_end)  # only now (a reader still waiting returns at the end of file)
     reader.join()
     os.close(read_end)
+    assert finished_with_stdin_open
     assert got == [claude_code.HookInput(SESSION, Path("/tmp/t.jsonl"), "SessionEnd")]
 
 
@@ -218,6 +220,15 @@ async def test_a_deleted_line_is_not_captured_again(scope: amem.Scope, tmp_path:
     backfill = await claude_code.capture(scope, claude_code.read_transcript(copy, copy.stem))
     assert backfill.erased == [event_id(uuid(15))]  # its tombstone refuses it
     assert backfill.stored == []
+
+
+@pytest.mark.anyio
+async def test_a_session_is_captured_into_one_scope(mem: amem.Memory, tmp_path: Path) -> None:
+    transcript = claude_code.read_transcript(transcript_file(tmp_path, "session.jsonl"), SESSION)
+    await claude_code.capture(mem.scope(project="shop"), transcript)
+    with pytest.raises(amem.Conflict) as refused:  # event IDs are unique in the database
+        await claude_code.capture(mem.scope(project="elsewhere"), transcript)
+    assert refused.value.code == "duplicate_conflict"
 
 
 # --- the commands, as Claude Code and a user run them ---------------------------------------
