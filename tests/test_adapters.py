@@ -1,0 +1,210 @@
+"""Framework adapters, each against the real library the dev group installs.
+
+- ``AmemSession`` (OpenAI Agents SDK ``Session``) and ``AmemStore`` (LangGraph
+  ``BaseStore``) use anyio alone, so they are specified on asyncio and trio. The SDK's
+  ``Runner`` is asyncio-only (it schedules with ``asyncio`` tasks), so the test that runs an
+  agent through it is parametrized on asyncio alone, deliberately, not skipped on trio.
+- ``memory_tools`` are plain async functions, specified on both backends; pydantic-ai's
+  ``Agent`` registers and calls them on both as well (it runs on anyio).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from agents import Agent, RunConfig, Runner, TResponseInputItem
+from agents.items import ModelResponse
+from agents.memory import SessionSettings
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+import amem
+from amem.adapters.openai_agents import AmemSession
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# --- OpenAI Agents SDK: Session ---------------------------------------------------------
+
+OUTPUT_MESSAGE: dict[str, Any] = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Hangzhou is lovely.", "annotations": []}],
+}
+ITEMS: list[Any] = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "我搬到杭州了"},
+    OUTPUT_MESSAGE,
+    {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": '{"city":"杭州"}'},
+    {"type": "function_call_output", "call_id": "c1", "output": "sunny, 21°C"},
+    {"type": "reasoning", "id": "rs_1", "summary": []},
+    {"role": "developer", "content": "Answer in English."},
+    {"role": "user", "content": [{"type": "input_text", "text": "and now?"}]},
+    {"role": "user", "content": "   "},  # blank: kept as JSON, not as an empty event
+    {"type": "message", "role": "user", "content": "typed message"},
+    {"role": "user", "content": "a\x00b"},
+]
+
+
+async def test_session_gives_back_exactly_what_was_added_in_order(scope: amem.Scope) -> None:
+    session = AmemSession(scope, "chat-1")
+    await session.add_items(ITEMS[:4])
+    await session.add_items(ITEMS[4:])
+    assert await session.get_items() == ITEMS
+    assert await session.get_items(limit=3) == ITEMS[-3:]
+    assert await session.get_items(limit=0) == []
+    assert await AmemSession(scope, "chat-2").get_items() == []
+
+
+async def test_session_settings_limit_applies_when_no_limit_is_given(scope: amem.Scope) -> None:
+    session = AmemSession(scope, "chat-1", session_settings=SessionSettings(limit=2))
+    await session.add_items(ITEMS)
+    assert await session.get_items() == ITEMS[-2:]
+    assert await session.get_items(limit=4) == ITEMS[-4:]
+
+
+async def test_plain_messages_are_searchable_and_other_items_archived(scope: amem.Scope) -> None:
+    session = AmemSession(scope, "chat-1")
+    await session.add_items(ITEMS)
+    hits = await scope.recall("杭州")
+    assert [item.text for item in hits.items] == ["我搬到杭州了"]
+    assert hits.items[0].role == "user"
+    listed = await scope.list("events", session="chat-1", limit=100)
+    roles = [(e.role, e.category) for e in reversed(listed.items)]  # type: ignore[union-attr]
+    assert roles[:7] == [("system", "conversation"), ("user", "conversation"),
+                         ("assistant", "reference"), ("assistant", "reference"),
+                         ("tool", "reference"), ("assistant", "reference"),
+                         ("system", "reference")]  # fmt: skip
+
+
+async def test_long_items_come_back_whole(scope: amem.Scope) -> None:
+    session = AmemSession(scope, "chat-1")
+    long = {"type": "function_call_output", "call_id": "c1", "output": "数据" * 20_000}
+    await session.add_items([{"role": "user", "content": "长" * 30_000}, long])
+    assert await session.get_items() == [{"role": "user", "content": "长" * 30_000}, long]
+
+
+async def test_add_items_writes_all_or_nothing(scope: amem.Scope) -> None:
+    session = AmemSession(scope, "chat-1")
+    too_long = {"role": "user", "content": "x" * 100_001}
+    with pytest.raises(amem.InvalidInput):
+        await session.add_items([ITEMS[1], too_long])
+    assert await session.get_items() == []
+    assert (await scope.list("events")).total == 0
+
+
+async def test_concurrent_adds_each_stay_whole(scope: amem.Scope) -> None:
+    session = AmemSession(scope, "chat-1")
+    batches = [[{"role": "user", "content": f"batch {b} item {i}"} for i in range(5)]
+               for b in range(6)]  # fmt: skip
+
+    async with anyio.create_task_group() as tg:
+        for batch in batches:
+            tg.start_soon(session.add_items, batch)
+    got = await session.get_items()
+    assert len(got) == 30
+    runs = [got[n : n + 5] for n in range(0, 30, 5)]
+    assert sorted(runs, key=str) == sorted(batches, key=str)
+
+
+async def test_pop_item_erases_the_latest_item(scope: amem.Scope) -> None:
+    session = AmemSession(scope, "chat-1")
+    assert await session.pop_item() is None
+    await session.add_items(ITEMS[:3])
+    newest = (await scope.list("events", session="chat-1")).items[0]
+    assert await session.pop_item() == ITEMS[2]
+    assert await session.get_items() == ITEMS[:2]
+    with pytest.raises(amem.NotFound):
+        await scope.read(newest.id)
+    assert await session.pop_item() == ITEMS[1]
+    assert (await scope.recall("杭州")).items == []  # erased words are not found again
+    await session.add_items([ITEMS[3]])
+    assert await session.get_items() == [ITEMS[0], ITEMS[3]]
+
+
+async def test_clear_session_erases_only_that_session(scope: amem.Scope) -> None:
+    one, two = AmemSession(scope, "chat-1"), AmemSession(scope, "chat-2")
+    await one.add_items(ITEMS[:3])
+    await two.add_items(ITEMS[:2])
+    await one.clear_session()
+    assert await one.get_items() == []
+    assert await two.get_items() == ITEMS[:2]
+    await one.add_items(ITEMS[3:5])
+    assert await one.get_items() == ITEMS[3:5]
+
+
+async def test_sessions_of_other_scopes_are_apart(mem: amem.Memory) -> None:
+    a = AmemSession(mem.scope(persona="a"), "chat-1")
+    b = AmemSession(mem.scope(persona="b"), "chat-1")
+    await a.add_items(ITEMS[:2])
+    await b.add_items(ITEMS[2:3])
+    assert await a.get_items() == ITEMS[:2]
+    assert await b.get_items() == ITEMS[2:3]
+
+
+class ScriptedModel(Model):
+    """Answers every turn with the next reply, and keeps the input it was given."""
+
+    def __init__(self, *replies: str) -> None:
+        self.replies = list(replies)
+        self.inputs: list[list[TResponseInputItem]] = []
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any,
+                           **kwargs: Any) -> ModelResponse:  # fmt: skip
+        self.inputs.append(list(input))
+        n = len(self.inputs)
+        text = ResponseOutputText(type="output_text", text=self.replies.pop(0), annotations=[])
+        message = ResponseOutputMessage(id=f"msg_{n}", type="message", role="assistant",
+                                        status="completed", content=[text])  # fmt: skip
+        return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the SDK's Runner is asyncio-only
+async def test_an_agent_run_remembers_the_conversation(scope: amem.Scope) -> None:
+    model = ScriptedModel("Noted: Hangzhou.", "You live in Hangzhou.")
+    agent = Agent(name="helper", instructions="Be brief.", model=model)
+    session = AmemSession(scope, "chat-1")
+    config = RunConfig(tracing_disabled=True)
+    await Runner.run(agent, "我搬到杭州了", session=session, run_config=config)
+    second = await Runner.run(agent, "Where do I live?", session=session, run_config=config)
+    assert second.final_output == "You live in Hangzhou."
+    history = await session.get_items()
+    assert history[0] == {"role": "user", "content": "我搬到杭州了"}
+    assert history[2] == {"role": "user", "content": "Where do I live?"}
+    assert model.inputs[1] == history[:3]  # the second turn saw the first, read back from amem
+    assert [item.get("role") for item in history] == ["user", "assistant", "user", "assistant"]
+    assert [item.text for item in (await scope.recall("杭州")).items] == ["我搬到杭州了"]
+
+
+# --- packaging ---------------------------------------------------------------------------
+
+ADAPTERS = {"openai_agents": ("agents", "openai-agents")}
+
+
+@pytest.mark.parametrize("adapter", sorted(ADAPTERS))
+def test_an_adapter_without_its_library_names_the_extra(adapter: str) -> None:
+    library, extra = ADAPTERS[adapter]
+    code = (f"import sys; sys.modules[{library!r}] = None\n"
+            f"import amem.adapters.{adapter}")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "ImportError" in result.stderr
+    assert f"'{extra}' extra" in result.stderr
+
+
+def test_import_amem_imports_no_adapter_nor_framework() -> None:
+    code = "import sys, amem; print(sorted(m for m in sys.modules if m.startswith(('amem.adapters', 'agents', 'langgraph', 'pydantic_ai'))))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "[]", result.stderr
