@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,9 +23,12 @@ from agents.items import ModelResponse
 from agents.memory import SessionSettings
 from agents.models.interface import Model
 from agents.usage import Usage
+from helpers import cancelled_after
+from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 import amem
+from amem.adapters.langgraph import AmemStore
 from amem.adapters.openai_agents import AmemSession
 
 pytestmark = pytest.mark.anyio
@@ -188,9 +192,163 @@ async def test_an_agent_run_remembers_the_conversation(scope: amem.Scope) -> Non
     assert [item.text for item in (await scope.recall("杭州")).items] == ["我搬到杭州了"]
 
 
+# --- LangGraph: BaseStore ----------------------------------------------------------------
+
+U1 = ("memories", "u1")
+
+
+@pytest.fixture
+def store(mem: amem.Memory) -> AmemStore:
+    return AmemStore(mem, persona="graph")
+
+
+async def test_store_puts_and_gets_values_as_events_of_a_scope(
+    store: AmemStore, mem: amem.Memory
+) -> None:
+    value = {"content": "用户喜欢乌龙茶", "tags": ["tea"], "meta": {"n": 1, "ok": None}}
+    await store.aput(U1, "pref-1", value)
+    item = await store.aget(U1, "pref-1")
+    assert item is not None
+    assert (item.namespace, item.key, item.value) == (U1, "pref-1", value)
+    assert item.created_at == item.updated_at
+    assert await store.aget(U1, "absent") is None
+    assert await store.aget(("memories", "u2"), "pref-1") is None
+    [event] = (await mem.scope("graph", "memories.u1").list("events")).items
+    assert (event.session, json.loads(event.text)) == ("pref-1", value)  # type: ignore[union-attr]
+    assert await AmemStore(mem, persona="other").aget(U1, "pref-1") is None
+
+
+async def test_a_put_replaces_the_value_and_erases_the_old_one(
+    store: AmemStore, mem: amem.Memory
+) -> None:
+    await store.aput(U1, "home", {"city": "Beijing"})
+    [old] = (await mem.scope("graph", "memories.u1").list("events")).items
+    await store.aput(U1, "home", {"city": "Hangzhou"})
+    item = await store.aget(U1, "home")
+    assert item is not None and item.value == {"city": "Hangzhou"}
+    assert (await mem.scope("graph", "memories.u1").list("events")).total == 1
+    with pytest.raises(amem.NotFound):
+        await mem.scope("graph", "memories.u1").read(old.id)
+    assert [hit.value for hit in await store.asearch(U1, query="Beijing")] == []
+
+
+async def test_a_cancelled_put_leaves_one_value_of_the_key(
+    store: AmemStore, mem: amem.Memory
+) -> None:
+    await store.aput(U1, "k", {"v": 0})
+    for ticks in range(0, 60, 3):
+        done = await cancelled_after(ticks, lambda t=ticks: store.aput(U1, "k", {"v": t}))
+        item = await store.aget(U1, "k")
+        assert item is not None
+        if done:
+            assert item.value == {"v": ticks}
+        events = await mem.scope("graph", "memories.u1").list("events", session="k")
+        assert events.total == 1
+
+
+async def test_delete_erases_the_key_for_good(store: AmemStore) -> None:
+    await store.aput(U1, "home", {"city": "Hangzhou"})
+    await store.aput(U1, "job", {"title": "teacher"})
+    await store.adelete(U1, "home")
+    assert await store.aget(U1, "home") is None
+    assert await store.asearch(U1, query="Hangzhou") == []
+    await store.adelete(U1, "never-put")
+    await store.adelete(U1, "job")
+    assert await store.alist_namespaces() == []
+
+
+async def test_search_by_query_ranks_with_recall_under_the_prefix(store: AmemStore) -> None:
+    await store.aput(U1, "tea", {"content": "User drinks oolong tea every morning", "n": 1})
+    await store.aput(U1, "city", {"content": "User lives in Hangzhou", "n": 2})
+    await store.aput(("memories", "u2"), "tea", {"content": "User hates tea", "n": 3})
+    await store.aput(("notes",), "tea", {"content": "tea shop list", "n": 4})
+    hits = await store.asearch(U1, query="tea")
+    assert [(h.namespace, h.key) for h in hits] == [(U1, "tea")]
+    assert hits[0].score is not None and hits[0].score > 0
+    both = await store.asearch(("memories",), query="tea")
+    assert sorted(h.namespace for h in both) == [U1, ("memories", "u2")]
+    assert [h.key for h in await store.asearch((), query="tea", filter={"n": {"$gte": 3}})] == [
+        "tea", "tea"]  # fmt: skip
+    assert len(await store.asearch((), query="tea", limit=2)) == 2
+    assert len(await store.asearch((), query="tea", offset=2)) == 1
+
+
+async def test_search_without_query_lists_newest_first_with_filters(store: AmemStore) -> None:
+    for n in range(5):
+        ns = U1 if n % 2 else ("memories", "u2")
+        await store.aput(ns, f"k{n}", {"n": n, "kind": "even" if n % 2 == 0 else "odd",
+                                       "meta": {"src": "chat"}})  # fmt: skip
+    keys = [h.key for h in await store.asearch(("memories",))]
+    assert keys == ["k4", "k3", "k2", "k1", "k0"]
+    assert [h.score for h in await store.asearch(("memories",))] == [None] * 5
+    assert [h.key for h in await store.asearch(U1)] == ["k3", "k1"]
+    assert [h.key for h in await store.asearch((), limit=2, offset=1)] == ["k3", "k2"]
+    assert [h.key for h in await store.asearch((), filter={"kind": "even"})] == ["k4", "k2", "k0"]
+    assert [h.key for h in await store.asearch((), filter={"n": {"$gt": 1, "$ne": 3}})] == [
+        "k4", "k2"]  # fmt: skip
+    assert len(await store.asearch((), filter={"meta": {"src": "chat"}})) == 5
+    assert await store.asearch((), filter={"meta": {"src": "mail"}}) == []
+    with pytest.raises(ValueError, match="operator"):
+        await store.asearch((), filter={"n": {"$in": [1]}})
+
+
+async def test_list_namespaces_matches_prefix_suffix_and_depth(store: AmemStore) -> None:
+    for ns in [U1, ("memories", "u2"), ("docs", "v1"), ("docs", "drafts", "v1")]:
+        await store.aput(ns, "k", {"x": 1})
+    assert await store.alist_namespaces() == [
+        ("docs", "drafts", "v1"), ("docs", "v1"), ("memories", "u1"), ("memories", "u2")]  # fmt: skip
+    assert await store.alist_namespaces(prefix=("memories",)) == [U1, ("memories", "u2")]
+    assert await store.alist_namespaces(suffix=("v1",)) == [
+        ("docs", "drafts", "v1"),
+        ("docs", "v1"),
+    ]
+    assert await store.alist_namespaces(prefix=("*", "u2")) == [("memories", "u2")]
+    assert await store.alist_namespaces(max_depth=1) == [("docs",), ("memories",)]
+    assert await store.alist_namespaces(limit=1, offset=1) == [("docs", "v1")]
+
+
+async def test_abatch_runs_operations_in_order(store: AmemStore) -> None:
+    results = await store.abatch([
+        PutOp(U1, "a", {"text": "first"}),
+        GetOp(U1, "a"),
+        PutOp(U1, "a", None),
+        GetOp(U1, "a"),
+        PutOp(U1, "b", {"text": "second"}),
+        SearchOp(U1, query="second"),
+        ListNamespacesOp(),
+    ])  # fmt: skip
+    assert results[0] is None and results[2] is None and results[4] is None
+    assert results[1].value == {"text": "first"}  # type: ignore[union-attr]
+    assert results[3] is None
+    assert [hit.key for hit in results[5]] == ["b"]  # type: ignore[union-attr]
+    assert results[6] == [U1]
+
+
+async def test_unindexed_values_are_kept_but_not_searched(store: AmemStore) -> None:
+    await store.aput(U1, "secret", {"text": "oolong"}, index=False)
+    item = await store.aget(U1, "secret")
+    assert item is not None and item.value == {"text": "oolong"}
+    assert await store.asearch(U1, query="oolong") == []
+    assert [h.key for h in await store.asearch(U1)] == ["secret"]
+
+
+async def test_the_store_refuses_what_amem_cannot_keep(store: AmemStore) -> None:
+    with pytest.raises(NotImplementedError, match="ttl"):
+        await store.aput(U1, "k", {"x": 1}, ttl=5)
+    with pytest.raises(NotImplementedError, match="fields"):
+        await store.aput(U1, "k", {"x": 1}, index=["x"])
+    with pytest.raises(NotImplementedError, match="async"):
+        store.get(U1, "k")
+    with pytest.raises(InvalidNamespaceError):
+        await store.abatch([GetOp(("a.b",), "k")])
+    with pytest.raises(amem.InvalidInput):
+        await store.aput(U1, "", {"x": 1})
+    assert await store.asearch(()) == []
+
+
 # --- packaging ---------------------------------------------------------------------------
 
-ADAPTERS = {"openai_agents": ("agents", "openai-agents")}
+ADAPTERS = {"openai_agents": ("agents", "openai-agents"), "langgraph": ("langgraph", "langgraph")}
 
 
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
