@@ -26,10 +26,16 @@ from agents.usage import Usage
 from helpers import cancelled_after
 from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai.messages import ModelMessage, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelResponse as PydanticResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 
 import amem
 from amem.adapters.langgraph import AmemStore
 from amem.adapters.openai_agents import AmemSession
+from amem.adapters.tools import memory_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -225,7 +231,8 @@ async def test_a_put_replaces_the_value_and_erases_the_old_one(
     [old] = (await mem.scope("graph", "memories.u1").list("events")).items
     await store.aput(U1, "home", {"city": "Hangzhou"})
     item = await store.aget(U1, "home")
-    assert item is not None and item.value == {"city": "Hangzhou"}
+    assert item is not None
+    assert item.value == {"city": "Hangzhou"}
     assert (await mem.scope("graph", "memories.u1").list("events")).total == 1
     with pytest.raises(amem.NotFound):
         await mem.scope("graph", "memories.u1").read(old.id)
@@ -264,7 +271,8 @@ async def test_search_by_query_ranks_with_recall_under_the_prefix(store: AmemSto
     await store.aput(("notes",), "tea", {"content": "tea shop list", "n": 4})
     hits = await store.asearch(U1, query="tea")
     assert [(h.namespace, h.key) for h in hits] == [(U1, "tea")]
-    assert hits[0].score is not None and hits[0].score > 0
+    assert hits[0].score is not None
+    assert hits[0].score > 0
     both = await store.asearch(("memories",), query="tea")
     assert sorted(h.namespace for h in both) == [U1, ("memories", "u2")]
     assert [h.key for h in await store.asearch((), query="tea", filter={"n": {"$gte": 3}})] == [
@@ -295,8 +303,8 @@ async def test_search_without_query_lists_newest_first_with_filters(store: AmemS
 async def test_list_namespaces_matches_prefix_suffix_and_depth(store: AmemStore) -> None:
     for ns in [U1, ("memories", "u2"), ("docs", "v1"), ("docs", "drafts", "v1")]:
         await store.aput(ns, "k", {"x": 1})
-    assert await store.alist_namespaces() == [
-        ("docs", "drafts", "v1"), ("docs", "v1"), ("memories", "u1"), ("memories", "u2")]  # fmt: skip
+    everything = [("docs", "drafts", "v1"), ("docs", "v1"), U1, ("memories", "u2")]
+    assert await store.alist_namespaces() == everything
     assert await store.alist_namespaces(prefix=("memories",)) == [U1, ("memories", "u2")]
     assert await store.alist_namespaces(suffix=("v1",)) == [
         ("docs", "drafts", "v1"),
@@ -317,7 +325,9 @@ async def test_abatch_runs_operations_in_order(store: AmemStore) -> None:
         SearchOp(U1, query="second"),
         ListNamespacesOp(),
     ])  # fmt: skip
-    assert results[0] is None and results[2] is None and results[4] is None
+    assert results[0] is None
+    assert results[2] is None
+    assert results[4] is None
     assert results[1].value == {"text": "first"}  # type: ignore[union-attr]
     assert results[3] is None
     assert [hit.key for hit in results[5]] == ["b"]  # type: ignore[union-attr]
@@ -327,7 +337,8 @@ async def test_abatch_runs_operations_in_order(store: AmemStore) -> None:
 async def test_unindexed_values_are_kept_but_not_searched(store: AmemStore) -> None:
     await store.aput(U1, "secret", {"text": "oolong"}, index=False)
     item = await store.aget(U1, "secret")
-    assert item is not None and item.value == {"text": "oolong"}
+    assert item is not None
+    assert item.value == {"text": "oolong"}
     assert await store.asearch(U1, query="oolong") == []
     assert [h.key for h in await store.asearch(U1)] == ["secret"]
 
@@ -344,6 +355,97 @@ async def test_the_store_refuses_what_amem_cannot_keep(store: AmemStore) -> None
     with pytest.raises(amem.InvalidInput):
         await store.aput(U1, "", {"x": 1})
     assert await store.asearch(()) == []
+
+
+# --- plain async tools ------------------------------------------------------------------
+
+
+async def test_remember_stores_a_note_recall_finds_it_and_read_pages_it(
+    scope: amem.Scope,
+) -> None:
+    remember, recall, read = memory_tools(scope, session="chat-1")
+    note_id = await remember("The user's cat is called 墨墨.")
+    page = await scope.read(note_id)
+    assert (page.text, page.event.role, page.event.session) == (
+        "The user's cat is called 墨墨.", "assistant", "chat-1")  # fmt: skip
+    [found] = await recall("墨墨")
+    assert found == {"id": note_id, "text": "The user's cat is called 墨墨.",
+                     "when": page.event.occurred_at.isoformat(timespec="seconds")}  # fmt: skip
+    assert await read(note_id) == {"text": "The user's cat is called 墨墨."}
+
+
+async def test_tool_results_are_compact_and_bounded(scope: amem.Scope) -> None:
+    remember, recall, read = memory_tools(scope)
+    long_id = await remember("tea " + "长" * 5000)
+    for n in range(30):
+        await remember(f"tea note {n}")
+    assert len(await recall("tea", limit=100)) == 20
+    [long] = list(await recall("长", limit=1))
+    assert long["id"] == long_id
+    assert long["truncated"] is True
+    first = await read(long_id)
+    assert first["next_offset"] == len(first["text"])
+    rest = await read(long_id, offset=first["next_offset"])
+    assert first["text"] + rest["text"] == "tea " + "长" * 5000
+    assert "next_offset" not in rest
+    await scope.submit_event("I drink oolong", role="user", event_id="u-1")
+    draft = {"text": "User drinks oolong", "quote": "I drink oolong", "kind": "preference",
+             "basis": "user_statement"}  # fmt: skip
+    await scope.add_memories("u-1", [draft])
+    [memory] = await recall("oolong")
+    assert memory["kind"] == "preference"
+    assert set(memory) == {"id", "text", "when", "kind"}
+
+
+async def test_tools_raise_amem_errors_on_bad_arguments(scope: amem.Scope) -> None:
+    remember, recall, read = memory_tools(scope)
+    with pytest.raises(amem.InvalidInput):
+        await remember("")
+    with pytest.raises(amem.InvalidInput):
+        await recall("tea", limit=0)
+    with pytest.raises(amem.NotFound):
+        await read("evt_missing")
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # pydantic-ai's Agent runs on asyncio
+async def test_pydantic_ai_registers_the_tools_as_they_are(scope: amem.Scope) -> None:
+    model = TestModel(call_tools=[])
+    await PydanticAgent(model, tools=memory_tools(scope)).run("hi")
+    params = model.last_model_request_parameters
+    assert params is not None
+    tools = {tool.name: tool for tool in params.function_tools}
+    assert sorted(tools) == ["read", "recall", "remember"]
+    recall_schema = tools["recall"].parameters_json_schema
+    assert recall_schema["required"] == ["query"]
+    assert (
+        recall_schema["properties"]["limit"]["description"] == "How many results at most (1 to 20)."
+    )
+    assert tools["remember"].description.startswith("Save something worth knowing")
+
+
+def scripted(messages: list[ModelMessage], info: AgentInfo) -> PydanticResponse:
+    """A model that saves a note, searches for it, reads it, then answers with its text."""
+    if len(messages) == 1:
+        return PydanticResponse(
+            parts=[ToolCallPart("remember", {"text": "User lives in Hangzhou"})]
+        )
+    if len(messages) == 3:
+        return PydanticResponse(parts=[ToolCallPart("recall", {"query": "Hangzhou"})])
+    returned = messages[-1].parts[0].content  # type: ignore[union-attr]
+    if len(messages) == 5:
+        return PydanticResponse(parts=[ToolCallPart("read", {"id": returned[0]["id"]})])
+    return PydanticResponse(parts=[TextPart(returned["text"])])
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # pydantic-ai's Agent runs on asyncio
+async def test_a_pydantic_ai_agent_remembers_and_recalls_through_the_tools(
+    scope: amem.Scope,
+) -> None:
+    agent = PydanticAgent(FunctionModel(scripted), tools=memory_tools(scope, session="s1"))
+    result = await agent.run("I moved to Hangzhou")
+    assert result.output == "User lives in Hangzhou"
+    [event] = (await scope.list("events", session="s1")).items
+    assert event.text == "User lives in Hangzhou"
 
 
 # --- packaging ---------------------------------------------------------------------------
@@ -363,6 +465,15 @@ def test_an_adapter_without_its_library_names_the_extra(adapter: str) -> None:
 
 
 def test_import_amem_imports_no_adapter_nor_framework() -> None:
-    code = "import sys, amem; print(sorted(m for m in sys.modules if m.startswith(('amem.adapters', 'agents', 'langgraph', 'pydantic_ai'))))"
+    frameworks = ("amem.adapters", "agents", "langgraph", "pydantic_ai")
+    code = f"import sys, amem; print(sorted(m for m in sys.modules if m.startswith({frameworks})))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_the_tools_need_no_framework() -> None:
+    code = ("import sys\n"
+            "for name in ('agents', 'langgraph', 'pydantic_ai'): sys.modules[name] = None\n"
+            "from amem.adapters.tools import memory_tools")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
