@@ -152,6 +152,19 @@ async def test_clear_session_erases_only_that_session(scope: amem.Scope) -> None
     assert await one.get_items() == ITEMS[3:5]
 
 
+async def test_corrections_in_the_session_are_not_items(scope: amem.Scope) -> None:
+    session = AmemSession(scope, "chat-1")
+    await session.add_items(ITEMS[:2])
+    [event] = [e for e in (await scope.list("events")).items if e.text == "我搬到杭州了"]
+    draft = {"text": "User moved to Hangzhou", "quote": "我搬到杭州了", "kind": "fact",
+             "basis": "user_statement"}  # fmt: skip
+    [memory] = await scope.add_memories(event.id, [draft])
+    await scope.correct(memory.id, "User moved to Suzhou")
+    assert (await scope.list("events", session="chat-1")).total == 3
+    assert await session.get_items() == ITEMS[:2]
+    assert await session.pop_item() == ITEMS[1]
+
+
 async def test_sessions_of_other_scopes_are_apart(mem: amem.Memory) -> None:
     a = AmemSession(mem.scope(persona="a"), "chat-1")
     b = AmemSession(mem.scope(persona="b"), "chat-1")
@@ -281,7 +294,9 @@ async def test_search_by_query_ranks_with_recall_under_the_prefix(store: AmemSto
     assert len(await store.asearch((), query="tea", offset=2)) == 1
 
 
-async def test_search_without_query_lists_newest_first_with_filters(store: AmemStore) -> None:
+async def test_search_without_query_lists_newest_first_with_filters(
+    store: AmemStore, mem: amem.Memory
+) -> None:
     for n in range(5):
         ns = U1 if n % 2 else ("memories", "u2")
         await store.aput(ns, f"k{n}", {"n": n, "kind": "even" if n % 2 == 0 else "odd",
@@ -296,6 +311,8 @@ async def test_search_without_query_lists_newest_first_with_filters(store: AmemS
         "k4", "k2"]  # fmt: skip
     assert len(await store.asearch((), filter={"meta": {"src": "chat"}})) == 5
     assert await store.asearch((), filter={"meta": {"src": "mail"}}) == []
+    await mem.scope("graph", "memories.u1").submit_event("not an item", role="user")
+    assert [h.key for h in await store.asearch(U1)] == ["k3", "k1"]
     with pytest.raises(ValueError, match="operator"):
         await store.asearch((), filter={"n": {"$in": [1]}})
 

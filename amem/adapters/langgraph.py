@@ -174,23 +174,24 @@ class AmemStore(BaseStore):
         """The newest ``most`` items of a namespace that pass ``filter``, with their seq."""
         scope = self._scope(namespace)
         found: list[tuple[int, SearchItem]] = []
-        seen: set[str | None] = set()
+        seen: set[str] = set()
         cursor = None
-        while len(found) < most:
+        while True:
             page = await scope.list("events", cursor=cursor, limit=LIST_PAGE)
             for event in cast(list[amem.ListedEvent], page.items):
-                if event.category not in ITEM_CATEGORIES or event.session in seen:
+                key = event.session
+                if event.category not in ITEM_CATEGORIES or key is None or key in seen:
                     continue
-                seen.add(event.session)  # the newest event of a key holds its value
+                seen.add(key)  # the newest event of a key holds its value
                 value = await self._value(namespace, event)
                 if matches(value, filter):
-                    item = SearchItem(namespace, str(event.session), value, event.occurred_at,
-                                      event.occurred_at)  # fmt: skip
+                    item = SearchItem(namespace, key, value, event.occurred_at, event.occurred_at)
                     found.append((event.seq, item))
+                    if len(found) == most:
+                        return found
             if page.next_cursor is None:
-                break
+                return found
             cursor = page.next_cursor
-        return found[:most]
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         namespaces = {
@@ -211,14 +212,14 @@ class AmemStore(BaseStore):
         """The events holding ``key``'s values, newest first (one, but for a put cut short)."""
         found: list[amem.ListedEvent] = []
         cursor = None
-        while most is None or len(found) < most:
-            page = await scope.list("events", session=key, cursor=cursor, limit=LIST_PAGE)
+        while True:
+            limit = LIST_PAGE if most is None else min(LIST_PAGE, most - len(found))
+            page = await scope.list("events", session=key, cursor=cursor, limit=limit)
             events = cast(list[amem.ListedEvent], page.items)
             found += [event for event in events if event.category in ITEM_CATEGORIES]
-            if page.next_cursor is None:
-                break
+            if page.next_cursor is None or len(found) == most:
+                return found
             cursor = page.next_cursor
-        return found if most is None else found[:most]
 
     async def _value(self, namespace: tuple[str, ...], event: amem.ListedEvent) -> dict[str, Any]:
         text = event.text

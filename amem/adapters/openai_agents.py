@@ -38,6 +38,8 @@ CAPTURE_INSTANCE = "openai-agents"
 """The capture cursor ``add_items`` moves: one per scope, shared by its sessions."""
 SOURCE = "openai-agents"
 MESSAGE_ROLES = ("user", "assistant", "system")
+ITEM_CATEGORIES = ("conversation", "reference")
+"""Event categories that hold items; a correction event in the session is not one."""
 ITEM_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 LIST_PAGE = 500
 """The most events ``Scope.list`` returns at once."""
@@ -129,19 +131,17 @@ class AmemSession:
         event IDs. Events of other categories (corrections) are not items."""
         found: list[tuple[str, TResponseInputItem]] = []
         cursor = None
-        while count is None or len(found) < count:
-            page = await self.scope.list(
-                "events", session=self.session_id, cursor=cursor, limit=LIST_PAGE
-            )
+        while True:
+            most = LIST_PAGE if count is None else min(LIST_PAGE, count - len(found))
+            page = await self.scope.list("events", session=self.session_id, cursor=cursor,
+                                         limit=most)  # fmt: skip
             for event in cast(list[amem.ListedEvent], page.items):
-                if event.category not in ("conversation", "reference"):
-                    continue
-                text = await self._whole_text(event) if event.truncated else event.text
-                found.append((event.id, decode(event.category, event.role, text)))
-            if page.next_cursor is None:
-                break
+                if event.category in ITEM_CATEGORIES:
+                    text = await self._whole_text(event) if event.truncated else event.text
+                    found.append((event.id, decode(event.category, event.role, text)))
+            if page.next_cursor is None or len(found) == count:
+                return found
             cursor = page.next_cursor
-        return found if count is None else found[:count]
 
     async def _whole_text(self, event: amem.ListedEvent) -> str:
         pages: list[str] = []
