@@ -62,6 +62,7 @@ ITEMS: list[Any] = [
     {"role": "user", "content": "   "},  # blank: kept as JSON, not as an empty event
     {"type": "message", "role": "user", "content": "typed message"},
     {"role": "user", "content": "a\x00b"},
+    {"role": "assistant", "content": "  two\r\nlines, kept as written \n"},
 ]
 
 
