@@ -121,7 +121,8 @@ def create_app(path: Path, settings: Settings) -> Starlette:
             items = found[shown - size : shown]
         body = html.search(
             persona, project, path=str(path), query=text or "", as_of=as_of_text,
-            history=history, items=items, first_rank=(page - 1) * size + 1, page=page, more=more,
+            history=history, items=items, first_rank=(page - 1) * size + 1, limit=size,
+            page=page, more=more,
         )  # fmt: skip
         return page_response(body)
 

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 MAX_NODES = 12
 LINKS_PER_NODE = 100
 LINKS = """
-select from_id, to_id, kind from relations
+select from_id, to_id, kind, note from relations
 where persona = :persona and project = :project and (from_id = :id or to_id = :id)
 order by created_at, from_id, to_id limit :limit
 """
@@ -44,6 +44,8 @@ class Link:
     to_id: str
     kind: str
     """``corrects`` (from the correction to the memory it revoked) or ``related``."""
+    note: str | None
+    """A correction's reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,7 @@ def neighbourhood(
         params = {"persona": persona, "project": project, "id": node, "limit": LINKS_PER_NODE}
         rows = conn.execute(LINKS, params).fetchall()
         capped = capped or len(rows) == LINKS_PER_NODE
-        for from_id, to_id, kind in rows:
+        for from_id, to_id, kind, note in rows:
             other = to_id if from_id == node else from_id
             if other not in drawn:
                 if len(drawn) == MAX_NODES:
@@ -79,7 +81,7 @@ def neighbourhood(
                     continue
                 drawn.append(other)
                 queue.append(other)
-            links[(from_id, to_id, kind)] = Link(from_id, to_id, kind)
+            links[(from_id, to_id, kind)] = Link(from_id, to_id, kind, note)
     nodes = [node_row(conn, node_id, now) for node_id in drawn]
     return Graph(nodes, list(links.values()), len(left_out), capped)
 

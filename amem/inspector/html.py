@@ -63,7 +63,7 @@ def layout(title: str, body: str, *, path: str) -> str:
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)} · amem inspector</title><style>{STYLE}</style></head><body>"
-        f'<header><a href="/">amem inspector</a> · <span>{escape(path)}</span>'
+        f'<header><a href="/">amem inspector</a> · <span>{escape(path)}</span> '
         '<span class="ro">read-only</span></header>'
         f"<main><h1>{escape(title)}</h1>{body}</main></body></html>"
     )
@@ -233,6 +233,7 @@ def search(
     history: bool,
     items: list[RecallItem] | None,
     first_rank: int,
+    limit: int,
     page: int,
     more: bool,
 ) -> str:
@@ -271,7 +272,7 @@ def search(
             else "<p>No evidence for this query: nothing is returned.</p>"
         )
         params = {"persona": persona, "project": project, "q": query, "as_of": as_of,
-                  "history": "1" if history else None}  # fmt: skip
+                  "history": "1" if history else None, "limit": limit}  # fmt: skip
         body += pager(
             href("/search", **params) if page > 1 else None,
             href("/search", **params, page=page + 1) if more else None,
@@ -330,6 +331,7 @@ def memory(detail: MemoryDetail, graph: Graph, *, path: str) -> str:
                 href("/memory", persona=persona, project=project, id=lk.from_id), names[lk.from_id]
             ),
             link(href("/memory", persona=persona, project=project, id=lk.to_id), names[lk.to_id]),
+            escape(lk.note or ""),
         )
         for lk in graph.links
     ]
@@ -346,7 +348,7 @@ def memory(detail: MemoryDetail, graph: Graph, *, path: str) -> str:
             svg(graph, persona, project)
             + left
             + '<p class="muted">Solid arrow: a correction points at the memory it revoked. '
-            "Dashed: related. Grey: revoked.</p>" + table(("link", "from", "to"), links)
+            "Dashed: related. Grey: revoked.</p>" + table(("link", "from", "to", "note"), links)
         )
     else:
         drawn = "<p>No corrections or relations link this memory.</p>"

@@ -23,10 +23,14 @@ from ..store.facts import MEMORY_COLUMNS, memory_from_row
 from ..store.listing import ListQuery, decode_cursor, list_items
 
 SCOPES_PAGE = """
-select persona, project, events, memories from scope_usage
-where (events > 0 or memories > 0) and (persona, project) > (:persona, :project)
-order by persona, project limit :limit
+select u.persona, u.project, u.events,
+    (select count(*) from memories m
+     where m.persona = u.persona and m.project = u.project and m.revoked_at is null)
+from scope_usage u
+where (u.events > 0 or u.memories > 0) and (u.persona, u.project) > (:persona, :project)
+order by u.persona, u.project limit :limit
 """
+"""``store.capacity.scopes`` (``Memory.scopes``), a page at a time."""
 SCOPES_TOTAL = "select count(*) from scope_usage where events > 0 or memories > 0"
 MEMORY_ROW = f"""
 select {MEMORY_COLUMNS}, revoked_at, revoke_reason from memories
