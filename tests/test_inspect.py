@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import struct
 import subprocess
@@ -52,10 +53,11 @@ async def fill(path: Path) -> Sample:
     long enough to page, a second scope, and a scope whose hub links to 15 memories."""
     async with amem.open(path, settings=amem.Settings()) as mem:
         s = mem.scope(**SCOPE)
+        residence = {"subject": "user", "fact_key": "residence"}
         hangzhou = await remember(s, "e-hz", "I moved to Hangzhou", "I moved to Hangzhou",
-                                  subject="user", fact_key="residence")  # fmt: skip
+                                  **residence)  # fmt: skip
         suzhou = await remember(s, "e-sz", "Now I live in Suzhou", "I live in Suzhou",
-                                at="2026-06-01T00:00:00Z", subject="user", fact_key="residence")  # fmt: skip
+                                at="2026-06-01T00:00:00Z", **residence)  # fmt: skip
         mistaken = await remember(s, "e-cat", "My cat is called Mimi", "cat is called Mimi",
                                   at="2026-02-01T00:00:00Z")  # fmt: skip
         fixed = await s.correct(mistaken.id, "User's cat is called Momo", reason="misheard")
@@ -63,8 +65,9 @@ async def fill(path: Path) -> Sample:
         script = await remember(s, "e-x", f"{SCRIPT} is my motto", SCRIPT,
                                 at="2026-03-01T00:00:00Z")  # fmt: skip
         for n in range(COFFEE_NOTES):
+            at = f"2026-04-01T00:{n:02}:00Z"
             await s.submit_event(f"coffee note {n}: I drank coffee", role="user",
-                                 event_id=f"coffee-{n}", occurred_at=f"2026-04-01T00:{n:02}:00Z")  # fmt: skip
+                                 event_id=f"coffee-{n}", occurred_at=at)  # fmt: skip
         await mem.scope(persona="other", project="notes").submit_event("hello", role="user")
         g = mem.scope(persona="graph", project="big")
         hub = await remember(g, "hub", "the hub", "the hub")
@@ -292,7 +295,8 @@ async def test_memory_text_renders_as_text_never_as_markup(
     client: httpx.AsyncClient, sample: Sample
 ) -> None:
     urls = [("/scope", SCOPE), ("/events", SCOPE), ("/search", {**SCOPE, "q": "motto"}),
-            ("/memory", {**SCOPE, "id": sample.script}), ("/event", {**SCOPE, "id": "e-x"})]  # fmt: skip
+            ("/memory", {**SCOPE, "id": sample.script}),
+            ("/event", {**SCOPE, "id": "e-x"})]  # fmt: skip
     for url, params in urls:
         response = await client.get(url, params=params)
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in response.text, url
@@ -416,6 +420,19 @@ def test_the_command_refuses_a_missing_file_without_creating_it(tmp_path: Path) 
     assert not path.parent.exists()
 
 
+def test_the_command_refuses_a_port_in_use(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    anyio.run(fill, path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        process = amem_command("--db", str(path), "--port", str(taken.getsockname()[1]))
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert err.startswith("amem: error: port_unavailable:")
+    assert out == ""
+
+
 def test_the_command_serves_on_127_0_0_1_until_interrupted(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     anyio.run(fill, path)
@@ -489,14 +506,16 @@ def test_pages_in_a_real_browser(tmp_path: Path) -> None:
                 """The page's text when its screenshot is taken; the screenshot checked."""
                 data = page.screenshot(path=tmp_path / f"{name}.png", full_page=True)
                 width, height, values = png_facts(data)
-                assert width == 1280 and height >= 300, name
+                assert width == 1280, name
+                assert height >= 300, name
                 assert values > 20, name  # text and tables, not a blank page
                 assert len(data) > 10_000, name
                 return page.inner_text("body")
 
             page.goto(start)
             text = shot("scopes")
-            assert "assistant / support" in text and "graph / big" in text
+            assert "assistant / support" in text
+            assert "graph / big" in text
 
             page.get_by_role("link", name="assistant / support").click()
             page.fill("input[name=as_of]", "2026-03-01T00:00:00Z")
@@ -518,7 +537,8 @@ def test_pages_in_a_real_browser(tmp_path: Path) -> None:
             page.get_by_role("button", name="search").click()
             text = shot("search")
             assert "User said: I live in Suzhou" in text
-            assert "lexical" in text and "freshness" in text
+            assert "lexical" in text
+            assert "freshness" in text
 
             page.goto(start + f"memory?persona=assistant&project=support&id={sample.corrected}")
             text = shot("memory")

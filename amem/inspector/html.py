@@ -117,8 +117,9 @@ def scope_title(persona: str, project: str) -> str:
     return f"{persona} / {project}"
 
 
-def totals_line(listing: Listing, noun: str) -> str:
+def totals_line(listing: Listing, one: str, many: str) -> str:
     parts = ", ".join(f"{n} {escape(k)}" for k, n in listing.totals.items() if n)
+    noun = one if listing.total == 1 else many
     return f"<p>{listing.total} {noun}{f' ({parts})' if parts else ''}.</p>"
 
 
@@ -163,7 +164,7 @@ def memories(
         scope_nav(persona, project, "/scope")
         + form
         + scope_line
-        + totals_line(listing, "memories")
+        + totals_line(listing, "memory", "memories")
         + table(
             ("memory", "kind", "basis", "subject · key", "valid from", "valid until", "said by"),
             rows,
@@ -203,7 +204,7 @@ def events(listing: Listing, *, path: str, limit: int, cursor: str | None) -> st
     body = (
         scope_nav(persona, project, "/events")
         + "<p>The timeline of original events, newest stored first.</p>"
-        + totals_line(listing, "events")
+        + totals_line(listing, "event", "events")
         + table(("seq", "occurred at", "role", "category", "session", "status", "text"), rows)
         + pager(first if cursor else None, following)
     )
