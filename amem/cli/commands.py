@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 from pydantic import BaseModel, ValidationError
@@ -502,8 +503,7 @@ def add_inspect_command(command: Callable[..., argparse.ArgumentParser]) -> None
 
 
 async def run_inspect(args: argparse.Namespace) -> int:
-    from urllib.parse import urlencode
-
+    # imported here: only this command needs starlette and uvicorn loaded
     from ..inspector.app import create_app
     from ..inspector.server import serve
     from ..inspector.source import readable_file

@@ -224,6 +224,10 @@ def event_row(e: ListedEvent, persona: str, project: str) -> list[str]:
     ]
 
 
+RESULT_HEADINGS = ("#", "score", "text", "kind", "lexical", "semantic", "link", "basis",
+                   "confidence", "freshness")  # fmt: skip
+
+
 def search(
     persona: str,
     project: str,
@@ -242,6 +246,7 @@ def search(
         '<form method="get" action="/search">'
         f'<input type="hidden" name="persona" value="{escape(persona)}">'
         f'<input type="hidden" name="project" value="{escape(project)}">'
+        f'<input type="hidden" name="limit" value="{limit}">'
         f'<label>query <input type="text" name="q" value="{escape(query)}"></label> '
         '<label>as_of <input type="text" name="as_of" placeholder="now" '
         f'value="{escape(as_of or "")}"></label> '
@@ -254,21 +259,7 @@ def search(
     if items is not None:
         rows = [result_row(n, item, persona, project) for n, item in enumerate(items, first_rank)]
         body += (
-            table(
-                (
-                    "#",
-                    "score",
-                    "text",
-                    "kind",
-                    "lexical",
-                    "semantic",
-                    "link",
-                    "basis",
-                    "confidence",
-                    "freshness",
-                ),
-                rows,
-            )
+            table(RESULT_HEADINGS, rows)
             if rows
             else "<p>No evidence for this query: nothing is returned.</p>"
         )
