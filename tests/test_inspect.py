@@ -364,6 +364,19 @@ async def test_a_session_of_requests_changes_nothing_in_the_file(
     assert fingerprint(sample.path) == before
 
 
+async def test_a_writer_works_beside_it_and_a_reload_shows_its_writes(
+    client: httpx.AsyncClient, sample: Sample
+) -> None:
+    async with amem.open(sample.path, settings=amem.Settings()) as mem:
+        scope = mem.scope(**SCOPE)
+        assert (await client.get("/events", params=SCOPE)).status_code == 200
+        await scope.submit_event("written while inspected", role="user", event_id="late")
+        page = (await client.get("/events", params=SCOPE)).text
+        assert "written while inspected" in page
+        await scope.submit_event("and again", role="user", event_id="later")
+    assert "and again" in (await client.get("/events", params=SCOPE)).text
+
+
 async def test_a_missing_file_is_refused_and_not_created(tmp_path: Path) -> None:
     path = tmp_path / "typo" / "memory.db"
     with pytest.raises(amem.StorageError) as refused:
