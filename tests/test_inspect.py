@@ -423,6 +423,15 @@ def announced_url(process: subprocess.Popen[str]) -> str:
     return found.group(1)
 
 
+def test_the_command_explains_itself() -> None:
+    process = amem_command("--help")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    out = " ".join(out.split())  # argparse wraps lines
+    for text in ("--port", "--open", "127.0.0.1", "read-only", "never created, never migrated"):
+        assert text in out, text
+
+
 def test_the_command_refuses_a_missing_file_without_creating_it(tmp_path: Path) -> None:
     path = tmp_path / "typo" / "memory.db"
     process = amem_command("--db", str(path))
