@@ -204,6 +204,8 @@ def pack(
     limit = budget
     while True:
         packed = fill(framing, components, limit, counter)
+        if packed.insufficient_budget:
+            return packed
         over = max(packed.tokens_used, counter(render_context(packed.context))) - budget
         if over <= 0:
             return packed
