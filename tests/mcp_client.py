@@ -47,6 +47,7 @@ SPEC_ARGS: dict[str, set[str]] = {
         "kinds",
         "exclude_event_ids",
         "exclude_from_seq",
+        "explain",
     },
     "memory_read": {"id", "offset", "limit"},
     "memory_correct": {"memory_id", "text", "valid_at", "reason"},
@@ -79,7 +80,8 @@ SPEC_ARGS: dict[str, set[str]] = {
         "limit",
     },
 }
-"""Each tool's arguments besides ``persona`` and ``project``."""
+"""Each tool's arguments besides ``persona`` and ``project`` (which every tool takes and
+only ``persona_get`` shows)."""
 
 server_backends = pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
 """Run the test against ``amem serve --backend asyncio`` and ``--backend trio``."""

@@ -75,20 +75,19 @@ has no ``valid_at``)."""
 
 
 def recall_answer(result: RecallResult, *, explain: bool, as_of_asked: bool) -> dict[str, Any]:
-    """What ``memory_recall`` answers: the scope, how the items were ranked, then the items.
-    ``as_of`` and ``include_history`` are shown when asked for, ``warnings`` when there are
-    any; the query and mode are the caller's own."""
+    """What ``memory_recall`` answers: the scope, how the items were ranked, the warnings
+    (say, vectors that do not cover the scope), then the items. ``as_of`` and
+    ``include_history`` are shown when asked for; the query and mode are the caller's own."""
     answer: dict[str, Any] = {
         "persona": result.persona,
         "project": result.project,
         "ranking": result.ranking,
+        "warnings": result.warnings,
     }
     if as_of_asked:
         answer["as_of"] = result.model_dump(mode="json", include={"as_of"})["as_of"]
     if result.include_history:
         answer["include_history"] = True
-    if result.warnings:
-        answer["warnings"] = result.warnings
     answer["items"] = [recall_entry(item, explain=explain) for item in result.items]
     return answer
 
