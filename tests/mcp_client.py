@@ -31,6 +31,9 @@ PERSONA = "assistant"
 PROJECT = "mcp-tests"
 MARKER = "SECRET-MARKER-42"
 """Put into bad input; no error text may ever contain it."""
+TOOLS_LIST_MAX_BYTES = 8_192
+"""The most a ``tools/list`` answer may take, as sent (issue 18): a host puts it into every
+conversation."""
 LIVENESS_SECONDS = 60
 """Generous: how long a test waits for an answer or an exit before it calls the server hung
 (under the per-test timeout, so a hung server fails its test, not the run)."""
