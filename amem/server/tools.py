@@ -1,13 +1,13 @@
 """The MCP stdio server: thin tools over ``Scope``, for hosts whose model calls them.
 
 One ``Memory`` per server process, owned by the server's lifespan. Every tool takes
-optional ``persona`` and ``project`` (defaults: ``amem serve --persona --project``), last
-and described as "leave unset unless told", and answers compact JSON. Bad input and
-refused requests are MCP tool errors whose text is ``"<code>: <message>"``, with the
-stable ``code`` of ``amem.AmemError``; a bad argument is named, its value never shown (a
-tool amem does not have is a JSON-RPC error, which the session answers). What the model
-reads is kept lean (``lean``): descriptions say what a tool does, when to use it and what
-its key errors and flags mean; the rest is in docs/mcp-tools.md.
+optional ``persona`` and ``project`` (defaults: ``amem serve --persona --project``), which
+``tools/list`` leaves out and ``INSTRUCTIONS`` explain once, and answers compact JSON. Bad
+input and refused requests are MCP tool errors whose text is ``"<code>: <message>"``, with
+the stable ``code`` of ``amem.AmemError``; a bad argument is named, its value never shown
+(a tool amem does not have is a JSON-RPC error, which the session answers). What the
+model reads is kept lean (``lean``): a description says what a tool does and when to use
+it, and the flags a model must read right; the rest is in docs/mcp-tools.md.
 stdout is the JSON-RPC wire and nothing else: ``serve`` points file descriptor 1 at
 stderr before anything can print, and gives the MCP transport a private copy of the real
 stdout.
@@ -209,7 +209,8 @@ class MemoryAdd(Args):
 async def memory_add(served: Served, args: MemoryAdd) -> Any:
     """Derive memories from a stored event yourself: each one atomic statement (text),
     words copied EXACTLY from the event (quote), kind, basis (user_statement: a user's
-    words; assistant_expression: an assistant's; else inference)."""
+    words; assistant_expression: an assistant's; else inference); subject + fact_key for a
+    fact that can change ("user", "residence")."""
     records = await served.scope(args).add_memories(**args.keywords())
     return {"event_id": args.event_id, "memory_ids": [r.id for r in records], "memories": records}
 
