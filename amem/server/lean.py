@@ -3,11 +3,10 @@
 A host puts ``tools/list`` into every conversation and every recall result into the next
 turn, so both say only what a model uses (``bench/mcp_cost.py`` measures them):
 
-- a tool's input schema is pydantic's without titles and string lengths (the server checks
-  those and its errors name them; docs/mcp-tools.md lists them), with each optional
-  argument as its own type (leaving the argument out is how a model says "none"; an
-  explicit null is still accepted), nested models written inline (no ``$defs``), and the
-  scope's arguments (``persona``, ``project``) last, after the tool's own;
+- a tool's input schema is pydantic's with each optional argument as its own type (leaving
+  the argument out is how a model says "none"; an explicit null is still accepted) and
+  nested models written inline (no ``$defs`` to chase), without what a model does not act
+  on (``LEFT_OUT``); the tools decide which properties are not shown at all;
 - a recall item keeps what a model acts on (``RECALL_SHOWN``: its ID, text, who said it,
   kind, score, validity and the flags that are set); floats have 3 significant digits, and
   fields that are null or at their default are left out. ``explain`` shows every field, the
@@ -26,6 +25,10 @@ NULL = {"type": "null"}
 LEFT_OUT = frozenset(
     ("title", "default", "minLength", "maxLength", "minItems", "maxItems", "additionalProperties")
 )
+"""Schema keywords ``tools/list`` leaves out: titles repeat the property names; defaults
+are the server's business; lengths and unknown properties are checked by the server, whose
+errors name the argument and the rule (docs/mcp-tools.md lists the limits). Types, enums,
+numeric ranges, formats, ``required`` and descriptions stay."""
 
 
 def lean_schema(schema: dict[str, Any], hidden: Collection[str] = ()) -> dict[str, Any]:
