@@ -8,7 +8,8 @@ turn, so both say only what a model uses (``bench/mcp_cost.py`` measures them):
   nested models written inline (no ``$defs`` to chase), without what a model does not act
   on (``LEFT_OUT``); the tools decide which properties are not shown at all;
 - a recall item keeps what a model acts on (``RECALL_SHOWN``: its ID, text, who said it,
-  kind, score, validity and the flags that are set); floats have 3 significant digits, and
+  kind, score, validity and the flags that are set, its tier when it is not its kind's
+  default); floats have 3 significant digits, and
   fields that are null or at their default are left out. ``explain`` shows every field, the
   score components included. The Python API's ``RecallResult`` is unchanged: this is only
   how MCP writes it.
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from ..models import RecallItem, RecallResult
+from ..models import DEFAULT_TIERS, RecallItem, RecallResult
 
 NULL = {"type": "null"}
 LEFT_OUT = frozenset(
@@ -70,7 +71,7 @@ def lean_node(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 RECALL_SHOWN = frozenset({
     "id", "text", "role", "kind", "score", "valid_at", "invalid_at", "expired",
-    "occurrences", "merged_ids", "gist", "coarse_time", "raw_fallback", "truncated",
+    "occurrences", "merged_ids", "gist", "coarse_time", "raw_fallback", "truncated", "pinned",
 })  # fmt: skip
 """The item fields a recall shows without ``explain`` (when set); besides them, ``basis``
 when it is ``inference`` (nobody said it), and ``occurred_at`` for a raw message (which
@@ -107,6 +108,8 @@ def recall_entry(item: RecallItem, *, explain: bool) -> dict[str, Any]:
         return entry
     shown = RECALL_SHOWN | ({"basis"} if item.basis == "inference" else set())
     shown |= {"occurred_at"} if item.valid_at is None else set()
+    # a tier is news only where it is not its kind's (a working note, a promoted memory)
+    shown |= {"tier"} if item.kind and item.tier != DEFAULT_TIERS[item.kind] else set()
     return {name: value for name, value in entry.items() if name in shown}
 
 
