@@ -613,7 +613,7 @@ async def run_read(args: argparse.Namespace) -> int:
         f"{page.event.status}) chars {page.offset}-{page.offset + len(page.text)} of "
         f"{page.total_chars}{more}"
     )
-    failure = [f"extraction failed: {page.event.error}"] if page.event.error else []
+    failure = [f"error: {page.event.error}"] if page.event.error else []  # why it failed
     show(args, page, "\n".join([header, *failure, page.text]))
     return 0
 
