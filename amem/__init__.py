@@ -47,6 +47,7 @@ from .models import (
     Status,
     TombstoneImport,
 )
+from .tokens import TokenCounter, estimate_tokens
 
 __all__ = [
     "AmemError",
@@ -89,7 +90,9 @@ __all__ = [
     "Settings",
     "Status",
     "StorageError",
+    "TokenCounter",
     "TombstoneImport",
     "UpstreamError",
+    "estimate_tokens",
     "open",
 ]

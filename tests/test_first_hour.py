@@ -55,7 +55,7 @@ def test_read_only_commands_refuse_a_missing_database(
     assert main([*words, "--db", str(mistyped)]) == 1
     out, err = capsys.readouterr()
     assert ONE_ERROR_LINE.fullmatch(err), err
-    assert err.startswith("amem: error: not_found: no database file at the --db path")
+    assert err.startswith("amem: error: no_database: no database file at the --db path")
     assert str(mistyped) not in err  # CLI errors do not echo what was typed
     assert out == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing created
@@ -63,7 +63,7 @@ def test_read_only_commands_refuse_a_missing_database(
 
 def test_the_refusal_names_where_the_path_came_from(tmp_path: Path) -> None:
     result = amem_cli("status", env={"AMEM_DB": str(tmp_path / "nope.db")})
-    assert result.stderr.startswith("amem: error: not_found: no database file at the $AMEM_DB")
+    assert result.stderr.startswith("amem: error: no_database: no database file at the $AMEM_DB")
     result = amem_cli("status", env={"XDG_DATA_HOME": str(tmp_path / "data")})
     default = tmp_path / "data" / "amem" / "memory.db"
     assert f"at the default path {default};" in result.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Final
 
 from ..config import Settings, default_db_path
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, StorageError
 
 READ_ONLY_COMMANDS: Final = frozenset(
     {
@@ -69,9 +69,10 @@ def require_database(path: Path, args: argparse.Namespace, settings: Settings) -
         where = "at the $AMEM_DB path"
     else:
         where = f"at the default path {path}"
-    raise NotFound(
+    raise StorageError(
         f"no database file {where}; this command only reads, so it never creates one "
-        "(check the path; 'amem submit' or 'amem serve' creates a database)"
+        "(check the path; 'amem submit' or 'amem serve' creates a database)",
+        code="no_database",
     )
 
 
