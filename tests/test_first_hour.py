@@ -36,6 +36,8 @@ READ_ONLY_LINES = {
     "backup": ["backup", "OUT"],
     "limits": ["limits"],
     "delete --dry-run": ["delete", "--event", "m-1", "--dry-run"],
+    "consolidate --dry-run": ["consolidate", "--dry-run"],
+    "compact-working --dry-run": ["compact-working", "chat-7", "--dry-run"],
     "erase": ["erase", "--everything"],
 }
 

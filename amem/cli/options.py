@@ -25,8 +25,8 @@ READ_ONLY_COMMANDS: Final = frozenset(
     }
 )
 """Commands that only read the database. ``only_reads`` adds the read-only forms of
-commands that can also write: ``limits`` without a change, ``delete --dry-run`` and
-``erase`` without ``--yes``."""
+commands that can also write: any ``--dry-run`` (``delete``, ``consolidate``,
+``compact-working``), ``erase`` without ``--yes`` and ``limits`` without a change."""
 
 PLAIN_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
@@ -36,10 +36,10 @@ def only_reads(args: argparse.Namespace) -> bool:
     not exist is refused rather than created empty (a mistyped ``--db`` must not look
     like an empty memory)."""
     command = f"persona {args.action}" if args.command == "persona" else args.command
+    if getattr(args, "dry_run", False):
+        return True
     if command == "limits":
         return not (args.clear or args.max_events is not None or args.max_text_bytes is not None)
-    if command == "delete":
-        return bool(args.dry_run)
     if command == "erase":
         return not args.yes
     return command in READ_ONLY_COMMANDS
