@@ -282,6 +282,7 @@ def test_submit_recall_read(tmp_path: Path) -> None:
 
 def test_persona_show_set_history_rollback(tmp_path: Path) -> None:
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
+    ok("submit", TEXT, *db)  # `persona show` only reads: it needs a database
     assert ok("persona", "show", *db).startswith("assistant v1: A helpful")  # a neutral default
     assert ok("persona", "set", "assistant", "You are 小助手.", "--note", "first", *db) == (
         "assistant is now v2\n"

@@ -23,7 +23,7 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from .. import __version__
-from ..config import Settings, default_db_path
+from ..config import Settings
 from ..errors import AmemError, InvalidInput
 from ..hosts import claude_code
 from ..inputs import validation_problems
@@ -38,7 +38,9 @@ from ..models import (
     CaptureResult,
     Erasure,
 )
+from ..ops.files import os_failure
 from .demo import SAMPLE_PERSONA, SAMPLE_PROJECT, demo
+from .options import cli_time, database_path, only_reads, require_database
 from .show import capacity_lines, listing_lines, recall_line, scope_lines, status_lines
 
 BACKENDS = ("asyncio", "trio")
@@ -75,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `amem recall x | head`: the reader left, nothing is wrong
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # what no command turned into an amem error: never a traceback
+        print(f"amem: error: {os_failure(exc)}", file=sys.stderr)
+        return 1
     return result
 
 
@@ -144,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--session")
     submit.add_argument("--source")
     submit.add_argument("--category", default="conversation", choices=SUBMITTABLE_CATEGORIES)
-    submit.add_argument("--occurred-at", help="ISO-8601 with a UTC offset (default: now)")
+    submit.add_argument(
+        "--occurred-at", type=cli_time, help="ISO-8601 with a UTC offset, or a date (default: now)"
+    )
 
     recall = command(
         "recall",
@@ -160,7 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=RECALL_MODES,
         help="auto (default): hybrid when the scope's vectors cover it, else fast (words only)",
     )
-    recall.add_argument("--as-of", help="what was true at this ISO-8601 time")
+    recall.add_argument(
+        "--as-of",
+        type=cli_time,
+        help="what was true at this ISO-8601 time (a plain date: its start, 00:00 UTC)",
+    )
     recall.add_argument("--history", action="store_true", help="include facts that expired")
     recall.add_argument("--kind", action="append", dest="kinds", help="only this kind (repeatable)")
     recall.add_argument(
@@ -204,7 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     correct.add_argument("memory_id", metavar="MEMORY_ID")
     correct.add_argument("text", metavar="TEXT")
     correct.add_argument("--reason", help="why (kept with the correction)")
-    correct.add_argument("--valid-at", help="ISO-8601 start of the corrected fact")
+    correct.add_argument(
+        "--valid-at", type=cli_time, help="ISO-8601 start of the corrected fact, or a date"
+    )
 
     retract = command(
         "retract",
@@ -252,8 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     erase.add_argument("--session", help="events of this session")
-    erase.add_argument("--since", metavar="TIME", help="events that occurred at or after TIME")
-    erase.add_argument("--until", metavar="TIME", help="events that occurred before TIME")
+    erase.add_argument(
+        "--since", metavar="TIME", type=cli_time, help="events that occurred at or after TIME"
+    )
+    erase.add_argument(
+        "--until", metavar="TIME", type=cli_time, help="events that occurred before TIME"
+    )
     erase.add_argument("--subject", help="events with a memory about this subject")
     erase.add_argument("--fact-key", metavar="KEY", help="with --subject: and this fact key")
     erase.add_argument("--everything", action="store_true", help="every event of the scope")
@@ -286,6 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "set":
             sub.add_argument(
                 "text", metavar="TEXT", nargs="?", help="new text ('-' or none: stdin)"
+            )
+            sub.description = (
+                "Append a version with new text: 'set TEXT' (to the --persona persona), "
+                "'set NAME TEXT' or 'set [NAME] --file PATH'. One word alone is TEXT, "
+                "unless --file gives the text; no TEXT, or '-', reads stdin."
             )
             sub.add_argument("--file", type=Path, help="read the text from a file")
             sub.add_argument("--note")
@@ -481,9 +503,12 @@ def add_browse_commands(command: Callable[..., argparse.ArgumentParser]) -> None
     browse.add_argument(
         "--since",
         metavar="TIME",
+        type=cli_time,
         help="valid_at (memories) or occurred_at (events) at or after this ISO-8601 time",
     )
-    browse.add_argument("--until", metavar="TIME", help="the same time before this ISO-8601 time")
+    browse.add_argument(
+        "--until", metavar="TIME", type=cli_time, help="the same time before this ISO-8601 time"
+    )
     browse.add_argument(
         "--revoked", action="store_true", help="include revoked (corrected or retracted) memories"
     )
@@ -560,7 +585,7 @@ async def run_inspect(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise InvalidInput("--port must be between 0 and 65535")
     settings = settings_for(args)
-    path = await anyio.to_thread.run_sync(readable_file, args.db or default_db_path(settings))
+    path = await anyio.to_thread.run_sync(readable_file, database_path(args, settings))
     scope = {"persona": settings.default_persona, "project": settings.default_project}
     start = "/scope?" + urlencode(scope) if args.persona or args.project else "/"
 
@@ -604,7 +629,9 @@ def settings_for(args: argparse.Namespace) -> Settings:
 @asynccontextmanager
 async def opened(args: argparse.Namespace) -> AsyncIterator[tuple[Memory, Scope]]:
     settings = settings_for(args)
-    path = args.db or default_db_path(settings)
+    path = database_path(args, settings)
+    if only_reads(args):
+        require_database(path, args, settings)
     async with open_memory(path, settings=settings) as memory:
         yield memory, memory.scope()
 
@@ -653,7 +680,7 @@ async def run_serve(args: argparse.Namespace) -> int:
 
     tools.configure_logging(getattr(__import__("logging"), args.log_level))
     settings = settings_for(args)
-    await tools.serve(args.db or default_db_path(settings), settings)
+    await tools.serve(database_path(args, settings), settings)
     return 0
 
 
@@ -703,7 +730,8 @@ async def run_read(args: argparse.Namespace) -> int:
         f"{page.event.status}) chars {page.offset}-{page.offset + len(page.text)} of "
         f"{page.total_chars}{more}"
     )
-    show(args, page, f"{header}\n{page.text}")
+    failure = [f"error: {page.event.error}"] if page.event.error else []  # why it failed
+    show(args, page, "\n".join([header, *failure, page.text]))
     return 0
 
 
@@ -812,11 +840,26 @@ async def run_persona_show(args: argparse.Namespace) -> int:
 
 
 async def run_persona_set(args: argparse.Namespace) -> int:
-    text = read_text(args.text, args.file)
+    name, text = persona_set_input(args)
     async with opened(args) as (memory, _):
-        persona = await memory.set_persona(persona_name(args), text, note=args.note)
+        persona = await memory.set_persona(name, text, note=args.note)
     show(args, persona, f"{persona.persona} is now v{persona.version}")
     return 0
+
+
+def persona_set_input(args: argparse.Namespace) -> tuple[str, str]:
+    """The persona and text ``persona set`` was given: ``TEXT``, ``NAME TEXT`` or
+    ``[NAME] --file PATH``. One word alone is the text (so ``persona set "You are..."``
+    does what it says), unless ``--file`` gives the text; no text or ``-`` reads stdin."""
+    words = [word for word in (args.name, args.text) if word is not None]
+    if args.file is not None:
+        if len(words) > 1:
+            raise InvalidInput("give TEXT or --file, not both")
+        name, text = (words[0] if words else None), read_text(None, args.file)
+    else:
+        name = words[0] if len(words) == 2 else None
+        text = read_text(words[-1] if words else None)
+    return str(name or args.persona or settings_for(args).default_persona), text
 
 
 async def run_persona_history(args: argparse.Namespace) -> int:

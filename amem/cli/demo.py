@@ -9,6 +9,10 @@ or network is involved.
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
+import sys
 from pathlib import Path
 from typing import Any, Final
 
@@ -89,7 +93,11 @@ async def demo(memory: Memory, path: Path) -> None:
         print(f"   {occurred_at[:10]}  {role:<9} {text}")
     for event_id, drafts in SAMPLE_MEMORIES.items():
         await scope.add_memories(event_id, drafts)
-    print("\n2. Memories derived with exact quotes; 'residence' changed twice:")
+    print(
+        "\n2. Memories, each with its exact quote, written the way a host's own model writes "
+        "them\n   (memory_add; with AMEM_EXTRACT_* set, amem's extractor derives them itself)."
+        "\n   'residence' changed twice:"
+    )
     await show_recall(scope, "lives", include_history=True)
 
     [shenzhen] = (await scope.recall("Shenzhen", include_history=True)).items
@@ -120,9 +128,24 @@ async def demo(memory: Memory, path: Path) -> None:
     )
     print(json.dumps(json.loads(pack.context), ensure_ascii=False, indent=1))
     print(
-        f"\nExplore it: amem recall --db {path} --persona {SAMPLE_PERSONA} "
-        f"--project {SAMPLE_PROJECT} 杭州"
+        f"\nExplore it: {amem_command()} recall --db {shlex.quote(str(path))} "
+        f"--persona {SAMPLE_PERSONA} --project {SAMPLE_PROJECT} 杭州"
     )
+
+
+def amem_command() -> str:
+    """How the user runs amem from their shell: ``uv run amem`` when ``uv run`` started
+    this process (from a clone) and no ``amem`` is on the PATH outside its environment,
+    else ``amem``."""
+    if "UV" not in os.environ:  # uv sets it in the processes it runs
+        return "amem"
+    environment = os.path.abspath(os.path.dirname(sys.executable))
+    outside = [
+        folder
+        for folder in os.environ.get("PATH", "").split(os.pathsep)
+        if folder and os.path.abspath(folder) != environment
+    ]
+    return "amem" if shutil.which("amem", path=os.pathsep.join(outside)) else "uv run amem"
 
 
 async def show_recall(scope: Scope, query: str, **options: Any) -> None:

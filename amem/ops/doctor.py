@@ -64,6 +64,12 @@ select 'memory', id, persona, project, text from memories m where {index.INDEXED
 EXTRACTIONS = (
     "select status, count(*) from events where status in ('pending', 'failed') group by status"
 )
+FAILED_SHOWN = 5
+"""Failed events ``doctor`` names (oldest first); the count covers them all."""
+FAILED_EVENTS = f"""
+select persona, project, id, error from events where status = 'failed'
+order by seq limit {FAILED_SHOWN}
+"""
 EMBEDDED = """
 select count(distinct v.ref) from vectors v join memories m on m.id = v.ref
 where v.doc_kind = 'memory' and m.revoked_at is null and v.fingerprint = ?
@@ -231,8 +237,12 @@ def extraction_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
         DoctorCheck(
             name="failed extractions",
             ok=not failed,
-            detail=f"{failed} events failed extraction",
-            fix="see their errors with `amem read ID`, then `amem retry`" if failed else None,
+            detail=f"{failed} events failed extraction{failed_events(conn, failed)}",
+            fix=(
+                "fix the cause, then `amem retry --persona P --project Q` (each event's scope)"
+                if failed
+                else None
+            ),
         ),
         DoctorCheck(
             name="pending extractions",
@@ -242,6 +252,18 @@ def extraction_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
             fix="`amem retry` extracts them now (no daemon does)" if pending else None,
         ),
     ]
+
+
+def failed_events(conn: sqlite3.Connection, failed: int) -> str:
+    """``: P/Q ID (error); ...`` for the oldest failed events, ``(and N more)`` after them."""
+    if not failed:
+        return ""
+    shown = "; ".join(
+        f"{persona}/{project} {event_id} ({(error or 'no error recorded')[:200]})"
+        for persona, project, event_id, error in conn.execute(FAILED_EVENTS)
+    )
+    more = f" (and {failed - FAILED_SHOWN} more)" if failed > FAILED_SHOWN else ""
+    return f": {shown}{more}"
 
 
 def vector_checks(conn: sqlite3.Connection, settings: Settings) -> list[DoctorCheck]:

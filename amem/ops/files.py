@@ -4,8 +4,9 @@ The data goes to a temporary file beside the target, created readable by its own
 (0600, ``O_EXCL``) before a byte is written to it; it is fsynced, then linked to the
 target name, which fails if the name exists (``target_exists``). If anything fails, the
 temporary file and SQLite's companions of it (``-journal``, ``-wal``, ``-shm``) are
-removed. A path with a ``..`` component is refused, and a symlink at the target is never
-followed (``path_not_allowed``).
+removed. The target's folder is resolved (symlinks and ``..`` included) before anything is
+checked, so ``root`` confines the folder a path really leads to; a symlink at the target
+itself is never followed (``path_not_allowed``).
 
 A process killed while writing (kill -9, a crash) cannot remove its temporary file, so
 each name says who made it: ``.{target}.{uuid}.{pid}.{host}.tmp``. Before writing into a
@@ -37,23 +38,38 @@ TEMP_NAME = re.compile(
 
 
 def checked_target(path: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> Path:
-    """The absolute target path, refused if it climbs with ``..``, leaves ``root``, is a
-    symlink, or exists."""
-    path = Path(path)
-    if ".." in path.parts:
-        raise InvalidInput("the path must not contain '..'", code="path_not_allowed")
+    """The absolute target path in its resolved folder, refused if that folder is missing
+    or outside ``root``, or if the target is a symlink or exists."""
     try:
-        parent = path.expanduser().absolute().parent.resolve(strict=True)
+        path = Path(path).expanduser()
+    except RuntimeError:  # ~name of a user without a home directory
+        raise InvalidInput(
+            "the path starts with a home directory ('~') that cannot be found",
+            code="path_not_allowed",
+        ) from None
+    try:
+        parent = path.absolute().parent.resolve(strict=True)
     except (FileNotFoundError, NotADirectoryError):
         raise InvalidInput("the target directory does not exist", code="path_not_allowed") from None
+    except (OSError, RuntimeError) as exc:  # a symlink loop is a RuntimeError before 3.13
+        reason = exc.strerror if isinstance(exc, OSError) else "a symlink loop"
+        raise InvalidInput(
+            f"the target directory cannot be resolved ({reason})", code="path_not_allowed"
+        ) from None
     if root is not None and not parent.is_relative_to(Path(root).resolve()):
         raise InvalidInput("the path leads outside the allowed directory", code="path_not_allowed")
     target = parent / path.name
-    if target.is_symlink():
+    try:
+        if target.is_symlink():
+            raise InvalidInput(
+                "the target is a symlink; amem does not follow it", code="path_not_allowed"
+            )
+        exists = target.exists()
+    except OSError as exc:  # e.g. a file name longer than the file system allows
         raise InvalidInput(
-            "the target is a symlink; amem does not follow it", code="path_not_allowed"
-        )
-    if target.exists():
+            f"the target name cannot be used ({exc.strerror})", code="path_not_allowed"
+        ) from None
+    if exists:
         raise StorageError("the target file exists; amem never overwrites", code="target_exists")
     return target
 
@@ -126,11 +142,20 @@ def publish(temp: Path, target: Path) -> None:
 
 def os_error(what: str, exc: OSError) -> StorageError:
     """A failed file write; the partial file is always removed by the caller."""
-    code = (
-        "storage_full"
-        if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
-        else "storage_error"
-    )
     return StorageError(
-        f"{what} ({exc.strerror or 'I/O error'}); no partial file is left", code=code
+        f"{what} ({exc.strerror or 'I/O error'}); no partial file is left",
+        code=os_error_code(exc),
     )
+
+
+def os_failure(exc: OSError) -> StorageError:
+    """An OS error that nothing more specific explained, as an amem error with a stable
+    code; like every amem message, it does not repeat the path."""
+    reason = exc.strerror or type(exc).__name__
+    return StorageError(f"a file operation failed ({reason})", code=os_error_code(exc))
+
+
+def os_error_code(exc: OSError) -> str:
+    """``storage_full`` when no space or quota is left, else ``storage_error``."""
+    full = exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+    return "storage_full" if full else "storage_error"

@@ -1,0 +1,82 @@
+"""What command-line options mean before the API sees them: which database file a command
+opens (and whether it may create it), and the plain dates a time option accepts."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Final
+
+from ..config import Settings, default_db_path
+from ..errors import InvalidInput, StorageError
+
+READ_ONLY_COMMANDS: Final = frozenset(
+    {
+        "backup",
+        "doctor",
+        "export",
+        "list",
+        "persona history",
+        "persona show",
+        "read",
+        "recall",
+        "status",
+    }
+)
+"""Commands that only read the database. ``only_reads`` adds the read-only forms of
+commands that can also write: any ``--dry-run`` (``delete``, ``consolidate``,
+``compact-working``), ``erase`` without ``--yes`` and ``limits`` without a change."""
+
+PLAIN_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def only_reads(args: argparse.Namespace) -> bool:
+    """Whether this command line only reads the database: then a database file that does
+    not exist is refused rather than created empty (a mistyped ``--db`` must not look
+    like an empty memory)."""
+    command = f"persona {args.action}" if args.command == "persona" else args.command
+    if getattr(args, "dry_run", False):
+        return True
+    if command == "limits":
+        return not (args.clear or args.max_events is not None or args.max_text_bytes is not None)
+    if command == "erase":
+        return not args.yes
+    return command in READ_ONLY_COMMANDS
+
+
+def database_path(args: argparse.Namespace, settings: Settings) -> Path:
+    """``--db``, else ``$AMEM_DB``, else the platform default, with ``~`` expanded (a
+    quoted ``--db=~/memory.db`` reaches amem unexpanded)."""
+    path = args.db or default_db_path(settings)
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # ~name of a user without a home directory
+        raise InvalidInput(
+            "the database path starts with a home directory ('~') that cannot be found",
+            code="path_not_allowed",
+        ) from None
+
+
+def require_database(path: Path, args: argparse.Namespace, settings: Settings) -> None:
+    """Refuse a database file that does not exist, saying where the path came from (a
+    path the user gave is not echoed; the platform default is)."""
+    if path.exists():
+        return
+    if args.db is not None:
+        where = "at the --db path"
+    elif settings.db is not None:
+        where = "at the $AMEM_DB path"
+    else:
+        where = f"at the default path {path}"
+    raise StorageError(
+        f"no database file {where}; this command only reads, so it never creates one "
+        "(check the path; 'amem submit' or 'amem serve' creates a database)",
+        code="no_database",
+    )
+
+
+def cli_time(value: str) -> str:
+    """A time option: ISO-8601 with a UTC offset, or a plain date (``2026-01-01``), which
+    means the start of that day in UTC. Anything else is passed on for the API to judge."""
+    return f"{value}T00:00:00+00:00" if PLAIN_DATE.fullmatch(value) else value
