@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
+from .agent import AgentSession
 from .config import Settings
 from .errors import (
     AmemError,
@@ -49,6 +50,7 @@ from .models import (
 )
 
 __all__ = [
+    "AgentSession",
     "AmemError",
     "ArchiveResult",
     "BudgetTooSmall",

@@ -1,0 +1,223 @@
+"""``amem.AgentSession``: a turn is stored whole or not at all, prefetch packs what was said,
+the model's tool calls run over the MCP server's own tool table in the session's scope,
+and end_turn runs the configured consolidation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp_client import PERSONA, PROJECT, connect, other
+
+import amem
+
+pytestmark = pytest.mark.anyio
+
+TURN = [
+    {"role": "user", "text": "我下周去杭州出差，帮我记住我只坐高铁。", "event_id": "t1-u"},
+    {"role": "assistant", "text": "Noted: trains only for the Hangzhou trip.", "event_id": "t1-a"},
+]
+
+
+async def stored_events(scope: amem.Scope) -> int:
+    return (await scope.list("events")).total
+
+
+@pytest.fixture
+def agent(scope: amem.Scope) -> amem.AgentSession:
+    return amem.AgentSession(scope, "chat-1")
+
+
+async def test_remember_turn_stores_each_message_as_an_event_of_the_session(
+    agent: amem.AgentSession, scope: amem.Scope
+) -> None:
+    receipts = await agent.remember_turn(
+        [*TURN, {"role": "tool", "text": "weather: sunny", "occurred_at": "2026-11-30T09:00:00Z"}]
+    )
+
+    assert [r.event_id for r in receipts[:2]] == ["t1-u", "t1-a"]
+    assert receipts[2].event_id  # an ID of amem's own
+    assert [r.seq for r in receipts] == sorted(r.seq for r in receipts)
+    assert {r.session for r in receipts} == {"chat-1"}
+    assert not any(r.duplicate for r in receipts)
+    assert receipts[2].occurred_at.isoformat() == "2026-11-30T09:00:00+00:00"
+    page = await scope.list("events", session="chat-1")
+    assert {(e.id, e.role) for e in page.items} == {
+        ("t1-u", "user"),
+        ("t1-a", "assistant"),
+        (receipts[2].event_id, "tool"),
+    }
+    assert (await scope.read("t1-u")).text == TURN[0]["text"]
+
+
+async def test_one_bad_message_stores_none_of_the_turn(
+    agent: amem.AgentSession, scope: amem.Scope
+) -> None:
+    good = {"role": "user", "text": "first"}
+    for bad in (
+        {"role": "robot", "text": "who?"},
+        {"role": "user", "text": ""},
+        {"role": "user", "text": "hi", "occurred_at": "yesterday"},
+        {"role": "user", "text": "hi", "session": "another"},  # the session is the agent's
+        "just a string",
+    ):
+        with pytest.raises(amem.InvalidInput) as refused:
+            await agent.remember_turn([good, bad])  # type: ignore[list-item]
+        assert "messages" in refused.value.message
+    for turn in ([], "hello", [good] * 10_001):
+        with pytest.raises(amem.InvalidInput):
+            await agent.remember_turn(turn)  # type: ignore[arg-type]
+    assert await stored_events(scope) == 0
+
+
+async def test_a_conflict_in_the_turn_rolls_the_whole_turn_back(
+    agent: amem.AgentSession, scope: amem.Scope
+) -> None:
+    await scope.submit_event("original", role="user", event_id="used", session="chat-1")
+
+    with pytest.raises(amem.Conflict) as refused:
+        await agent.remember_turn(
+            [{"role": "user", "text": "new", "event_id": "new"},
+             {"role": "user", "text": "changed", "event_id": "used"}]
+        )  # fmt: skip
+
+    assert refused.value.code == "duplicate_conflict"
+    assert await stored_events(scope) == 1
+    with pytest.raises(amem.NotFound):
+        await scope.read("new")
+
+
+async def test_resubmitting_a_turn_changes_nothing(
+    agent: amem.AgentSession, scope: amem.Scope
+) -> None:
+    first = await agent.remember_turn(TURN)
+    again = await agent.remember_turn(TURN)
+
+    assert [r.duplicate for r in again] == [True, True]
+    assert [r.seq for r in again] == [r.seq for r in first]
+    assert await stored_events(scope) == 2
+
+
+async def test_prefetch_packs_what_the_session_remembered(
+    agent: amem.AgentSession, scope: amem.Scope
+) -> None:
+    await agent.remember_turn(TURN)
+
+    pack = await agent.prefetch("杭州 高铁")
+
+    assert pack.session == "chat-1"
+    assert (pack.persona, pack.project) == (scope.persona, scope.project)
+    assert pack.budget == 4000
+    assert "只坐高铁" in pack.context
+    assert "recent_events" in pack.included
+    small = await agent.prefetch("杭州 高铁", budget=600)
+    assert small.budget == 600
+    assert small.tokens_used <= 600
+    with pytest.raises(amem.InvalidInput):
+        await agent.prefetch("杭州", budget=0)
+
+
+async def test_the_session_budget_is_the_default(scope: amem.Scope) -> None:
+    await scope.submit_event("hello", role="user", session="chat-2")
+    pack = await amem.AgentSession(scope, "chat-2", budget=1500).prefetch("hello")
+    assert pack.budget == 1500
+    for bad in ({"budget": 0}, {"budget": "big"}, {"consolidate": "yes"}):
+        with pytest.raises(amem.InvalidInput):
+            amem.AgentSession(scope, "chat-2", **bad)  # type: ignore[arg-type]
+    with pytest.raises(amem.InvalidInput):
+        amem.AgentSession(scope, "")
+
+
+async def test_call_tool_runs_amems_tools_in_the_sessions_scope(
+    agent: amem.AgentSession, scope: amem.Scope, mem: amem.Memory
+) -> None:
+    await agent.remember_turn(TURN)
+
+    added = await agent.call_tool(
+        "memory_add",
+        {
+            "event_id": "t1-u",
+            "memories": [
+                {
+                    "text": "User only takes high-speed trains",
+                    "quote": "我只坐高铁",
+                    "kind": "preference",
+                    "basis": "user_statement",
+                }
+            ],
+        },
+    )
+    recalled = await agent.call_tool("memory_recall", {"query": "高铁", "mode": "fast"})
+
+    [memory_id] = added["memory_ids"]
+    assert recalled["items"][0]["id"] == memory_id
+    assert recalled["items"][0]["text"] == "User only takes high-speed trains"
+    assert (recalled["persona"], recalled["project"]) == (scope.persona, scope.project)
+    [record] = (await scope.recall("高铁")).items
+    assert record.id == memory_id  # committed in the session's scope, nowhere else
+    assert (await mem.scope(scope.persona, "elsewhere").recall("高铁")).items == []
+    status = await agent.call_tool("memory_status")
+    assert status["events"] == {**status["events"], "stored": 1, "extracted": 1}
+
+
+async def test_tool_refusals_raise_amem_errors_with_their_codes(
+    agent: amem.AgentSession, scope: amem.Scope
+) -> None:
+    await agent.remember_turn(TURN)
+    draft = {"text": "User flies", "quote": "我坐飞机", "kind": "fact", "basis": "user_statement"}
+
+    with pytest.raises(amem.InvalidInput) as mismatch:
+        await agent.call_tool("memory_add", {"event_id": "t1-u", "memories": [draft]})
+    with pytest.raises(amem.NotFound) as missing:
+        await agent.call_tool("memory_read", {"id": "no-such-id"})
+    with pytest.raises(amem.InvalidInput) as bad_args:
+        await agent.call_tool("memory_recall", {"limit": 5})
+    with pytest.raises(amem.InvalidInput) as unknown:
+        await agent.call_tool("memory_teleport", {})
+    with pytest.raises(amem.InvalidInput) as moved:
+        await agent.call_tool("event_submit", {"text": "x", "role": "user", "project": "other"})
+
+    assert mismatch.value.code == "quote_mismatch"
+    assert missing.value.code == "not_found"
+    assert bad_args.value.code == "invalid_input"
+    assert "memory_recall" in unknown.value.message  # it lists the tools there are
+    assert moved.value.code == "invalid_input"
+    assert await stored_events(scope) == 2
+    assert (await scope.list()).total == 0
+
+
+async def test_naming_the_sessions_own_scope_is_allowed(
+    agent: amem.AgentSession, scope: amem.Scope
+) -> None:
+    own = {"persona": scope.persona, "project": scope.project}
+    receipt = await agent.call_tool("event_submit", {"text": "hi", "role": "user", **own})
+    assert receipt["project"] == scope.project
+    assert await stored_events(scope) == 1
+
+
+async def test_tool_schemas_are_the_mcp_servers_without_the_scope(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as mcp:
+        listed = (await mcp.list_tools()).tools
+    async with amem.open(tmp_path / "m.db") as mem:
+        schemas = amem.AgentSession(mem.scope(PERSONA, PROJECT), "s").tool_schemas()
+
+    assert [s["name"] for s in schemas] == [tool.name for tool in listed]
+    for schema, tool in zip(schemas, listed, strict=True):
+        served = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+        properties = served["inputSchema"]["properties"]
+        assert set(properties) - set(schema["inputSchema"]["properties"]) == {
+            "persona",
+            "project",
+        }
+        del properties["persona"], properties["project"]
+        assert schema == served
+
+
+def test_import_amem_does_not_load_the_mcp_sdk() -> None:
+    code = "import sys, amem; amem.AgentSession; print('mcp' in sys.modules)"
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert shown.stdout.strip() == "False", shown.stderr
