@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
+from helpers import cancelled_after
 from mcp_client import PERSONA, PROJECT, connect, other
 
 import amem
@@ -87,6 +89,22 @@ async def test_a_conflict_in_the_turn_rolls_the_whole_turn_back(
     assert await stored_events(scope) == 1
     with pytest.raises(amem.NotFound):
         await scope.read("new")
+
+
+async def test_a_cancelled_turn_is_stored_whole_or_not_at_all(scope: amem.Scope) -> None:
+    """Cancel remember_turn after 0, 1, 2, ... scheduler ticks, until one completes first."""
+    for ticks in range(2000):
+        agent = amem.AgentSession(scope, f"tick-{ticks}")
+        turn = [{**m, "event_id": f"{m['event_id']}-{ticks}"} for m in TURN]
+        done = await cancelled_after(ticks, partial(agent.remember_turn, turn))
+        await scope.submit_event("barrier", role="system", event_id=f"barrier-{ticks}")
+        stored = (await scope.list("events", session=agent.session)).total
+        assert stored in (0, len(TURN)), f"{stored} of the turn's messages after {ticks} ticks"
+        if done:
+            assert stored == len(TURN)
+            break
+    else:
+        pytest.fail("no remember_turn completed within 2000 ticks")
 
 
 async def test_resubmitting_a_turn_changes_nothing(
