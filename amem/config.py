@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -86,6 +87,14 @@ class Settings(BaseSettings):
     emotion_floor: float = Field(default=0.01, ge=0, le=1)
     """An expressed emotion whose decay factor fell below this is no longer current."""
 
+    working_ttl_hours: float = Field(default=24.0, gt=0, le=1_000_000)
+    """A working note expires this long after it was stored: ``Scope.consolidate`` then
+    deletes it, or promotes it to ``episodic`` if it is pinned."""
+    promote_after: int = Field(default=3, ge=0, le=1_000_000)
+    """``Scope.consolidate`` moves a memory up a tier once its text (whitespace aside) is
+    stated in at least this many distinct events: working notes to ``episodic``; user-stated
+    episodic facts and preferences to ``profile``. 0: never by restatement."""
+
     @field_validator("extract_api_key", "embed_api_key")
     @classmethod
     def header_safe(cls, key: SecretStr | None) -> SecretStr | None:
@@ -105,6 +114,11 @@ class Settings(BaseSettings):
     def extraction_enabled(self) -> bool:
         """New conversation events wait for extraction (``pending``) only when configured."""
         return bool(self.extract_base_url and self.extract_model)
+
+    @property
+    def working_ttl(self) -> timedelta:
+        """``working_ttl_hours`` as a duration."""
+        return timedelta(hours=self.working_ttl_hours)
 
     @property
     def embedding_enabled(self) -> bool:

@@ -61,6 +61,8 @@ MAX_LIST_LIMIT = 500
 """Items on one page of ``Scope.list``."""
 LIST_PREVIEW_CHARS = 500
 """Characters of an event's text a listing shows (``read`` pages the rest)."""
+MAX_KEEP_NOTES = 10_000
+"""Newest working notes ``compact_working`` may keep (``keep``)."""
 MAX_SCOPE_LIMIT = 2**62
 """Largest value of a scope's ``max_events`` or ``max_text_bytes``."""
 

@@ -30,7 +30,7 @@ import httpx
 from .config import Settings
 from .db.database import Database
 from .db.times import db_now, db_time, utc_now
-from .errors import Closed, InvalidInput, UpstreamError
+from .errors import Closed, Conflict, InvalidInput, UpstreamError
 from .inputs import (
     SubmittedEvent,
     checkpoint_fields,
@@ -55,6 +55,7 @@ from .limits import (
     MAX_CAPTURE_ENTRIES,
     MAX_EVENT_CHARS,
     MAX_EXCLUDED_EVENTS,
+    MAX_KEEP_NOTES,
     MAX_KEY_CHARS,
     MAX_LIST_LIMIT,
     MAX_MEMORY_CHARS,
@@ -72,12 +73,15 @@ from .llm.pipeline import Pipeline, Progress
 from .models import (
     LIST_TARGETS,
     MEMORY_KINDS,
+    MEMORY_TIERS,
     RECALL_MODES,
     ROLES,
     ArchiveResult,
     Capacity,
     CaptureResult,
     Checkpoint,
+    Compaction,
+    Consolidation,
     ContextPack,
     Correction,
     CurrentEmotion,
@@ -108,6 +112,7 @@ from .store import (
     capacity,
     capture,
     checkpoints,
+    compaction,
     corrections,
     emotions,
     erasure,
@@ -120,6 +125,7 @@ from .store import (
     relations,
     retraction,
     status,
+    tiers,
     tombstones,
 )
 
@@ -130,6 +136,9 @@ QUERY_VECTORS = 256
 """Query embeddings kept per ``Memory`` (an agent often asks the same thing again)."""
 TOMBSTONE_BATCH = 5_000
 """Tombstones ``import_tombstones`` records per write transaction."""
+COMPACTION_ATTEMPTS = 3
+"""Plans ``compact_working`` makes when other writers keep changing the session's notes
+between its plan and its transaction."""
 LEXICAL_RECHECK = 30.0
 """Seconds ``auto`` recall ranks a scope it found too little embedded lexically, without
 embedding the query, before it looks at the scope's vectors again."""
@@ -538,6 +547,7 @@ class Scope:
             drafts=drafts,
             segmented=segmented,
             now=db_now(),
+            working_ttl=self._runtime.settings.working_ttl,
         )
         self._runtime.after_commit([], [record.id for record in records])
         return records
@@ -814,6 +824,7 @@ class Scope:
             reason=reason,
             correction_event_id=new_event_id(),
             now=db_now(),
+            working_ttl=self._runtime.settings.working_ttl,
         )
         if self._runtime.pipeline is not None:
             keys = [("event", done.correction_event_id), ("memory", done.memory.id)]
@@ -927,6 +938,98 @@ class Scope:
         from_id = require_name(from_id, "from_id")
         to_id = require_name(to_id, "to_id")
         return await self._write(relations.relate, from_id=from_id, to_id=to_id, now=db_now())
+
+    # --- tiers: pins, consolidation, compaction -----------------------------------------
+
+    async def pin(self, memory_id: str, pinned: bool = True) -> MemoryRecord:
+        """Pin a current memory of this scope (``pinned=False`` unpins it); returns it.
+
+        A pinned memory enters a context pack first, and a pinned working note never
+        expires: ``consolidate`` promotes it to ``episodic`` once its TTL has passed.
+        Idempotent; an unknown or revoked ID is ``not_found``."""
+        memory_id = require_name(memory_id, "memory_id")
+        pinned = require_bool(pinned, "pinned")
+        return await self._write(tiers.pin, memory_id=memory_id, pinned=pinned)
+
+    async def consolidate(
+        self, *, as_of: str | datetime | None = None, dry_run: bool = False
+    ) -> Consolidation:
+        """Apply TTLs and promotions now (never in the background), in one transaction.
+
+        Working notes pinned past their TTL, or stated in ``Settings.promote_after``
+        distinct events, move to ``episodic``; user-stated episodic facts and preferences
+        stated in that many events move to ``profile``; expired unpinned working notes
+        are deleted completely (their source events stay). TTLs are judged at ``as_of``
+        (default now). Returns what it did; a second call does nothing more.
+        ``dry_run=True`` returns what it would do and writes nothing."""
+        when = when_or_now(as_of, "as_of")
+        dry_run = require_bool(dry_run, "dry_run")
+        promote_after = self._runtime.settings.promote_after
+        if dry_run:
+            return await self._read(
+                tiers.consolidate, as_of=when, promote_after=promote_after, dry_run=True
+            )
+        done = await self._write(tiers.consolidate, as_of=when, promote_after=promote_after)
+        if done.deleted:  # as after ``delete``: their terms leave the file when idle
+            self._runtime.db.writer.when_idle(index.purge_deleted_terms)
+        return done
+
+    async def compact_working(
+        self, session: str, *, keep: int = 10, dry_run: bool = False
+    ) -> Compaction:
+        """Fold the older working notes of ``session`` into one episodic memory, offline.
+
+        Pinned notes and the newest ``keep`` others stay. The older ones are listed word
+        for word in a new ``system`` event of the session; one episodic memory quotes that
+        event and is linked to each of them; they are revoked (``compacted into <id>``),
+        kept for audit. One transaction; with nothing to fold it writes nothing
+        (``folded`` is empty). ``dry_run=True`` says what would be folded."""
+        session = require_name(session, "session")
+        keep = require_int(keep, "keep", low=0, high=MAX_KEEP_NOTES)
+        dry_run = require_bool(dry_run, "dry_run")
+        for _ in range(COMPACTION_ATTEMPTS):
+            planned = await self._read(compaction.plan, session, keep)
+            if dry_run or not planned.folded:
+                return compaction.receipt(
+                    self.persona, self.project, session, planned, dry_run=dry_run
+                )
+            now = utc_now()
+            text, summary = planned.event_text(session), planned.summary(session)
+            segmented, summary_tokens = await segment_off_loop([text, summary])
+            event = events.NewEvent(
+                id=new_event_id(),
+                persona=self.persona,
+                project=self.project,
+                session=session,
+                role="system",
+                category="conversation",
+                source=compaction.SOURCE,
+                text=text,
+                occurred_at=db_time(now),
+                occurred_at_given=True,
+                ingested_at=db_time(now),
+                status="stored",
+                segmented=segmented,
+            )
+            done = await self._write(
+                compaction.compact,
+                keep=keep,
+                expected=[note.id for note in planned.folded],
+                event=event,
+                summary=summary,
+                segmented=summary_tokens,
+                now=db_time(now),
+                working_ttl=self._runtime.settings.working_ttl,
+            )
+            if done is not None:
+                assert done.memory is not None
+                if self._runtime.pipeline is not None:
+                    keys = [("event", event.id), ("memory", done.memory.id)]
+                    self._runtime.pipeline.embed_later(keys)
+                return done
+        raise Conflict(
+            "the session's working notes kept changing; compact again", code="version_conflict"
+        )
 
     async def save_checkpoint(
         self,
@@ -1093,13 +1196,14 @@ class Scope:
         until: str | datetime | None = None,
         include_revoked: bool = False,
         include_expired: bool = False,
+        tier: str | None = None,
         cursor: str | None = None,
         limit: int = DEFAULT_LIST_LIMIT,
     ) -> Listing:
         """One page of what this scope stores: ``memories`` or ``events``, newest stored
         first, with the totals of every page.
 
-        Filters: ``kinds`` (memories), ``roles`` (of the event; for a memory, of its
+        Filters: ``kinds`` and ``tier`` (memories), ``roles`` (of the event; for a memory, of its
         source event), ``session``, and ``since <= t < until`` on ``valid_at`` (memories) or
         ``occurred_at`` (events). Memories are current ones unless ``include_revoked``
         (corrected or retracted) or ``include_expired`` (validity ended by now) add the
@@ -1115,6 +1219,7 @@ class Scope:
             until=until,
             include_revoked=include_revoked,
             include_expired=include_expired,
+            tier=tier,
             limit=limit,
         )
         if cursor is not None:
@@ -1136,13 +1241,19 @@ class Scope:
         until: object,
         include_revoked: object,
         include_expired: object,
+        tier: object,
         limit: object,
     ) -> listing.ListQuery:
         what = require_choice(what, "what", LIST_TARGETS)
         if what == "events" and (
-            kinds is not None or include_revoked is True or include_expired is True
+            kinds is not None
+            or tier is not None
+            or include_revoked is True
+            or include_expired is True
         ):
-            raise InvalidInput("kinds, include_revoked and include_expired list memories only")
+            raise InvalidInput(
+                "kinds, tier, include_revoked and include_expired list memories only"
+            )
         start = None if since is None else db_time(parse_time(since, "since"))
         end = None if until is None else db_time(parse_time(until, "until"))
         if start is not None and end is not None and end <= start:
@@ -1156,6 +1267,7 @@ class Scope:
             until=end,
             include_revoked=require_bool(include_revoked, "include_revoked"),
             include_expired=require_bool(include_expired, "include_expired"),
+            tier=None if tier is None else require_choice(tier, "tier", MEMORY_TIERS),
             limit=require_int(limit, "limit", low=1, high=MAX_LIST_LIMIT),
             now=db_now(),
         )

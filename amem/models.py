@@ -24,6 +24,9 @@ MemoryKind = Literal[
     "fact", "preference", "agreement", "growth", "episode", "observation", "emotion"
 ]
 Basis = Literal["user_statement", "assistant_expression", "inference"]
+MemoryTier = Literal["working", "episodic", "profile"]
+"""Where a memory lives: ``working`` (the current task's scratch notes, with a TTL),
+``episodic`` (what happened) or ``profile`` (lasting facts about the user)."""
 RecallMode = Literal["auto", "fast", "semantic", "deep"]
 
 # Each enumeration is its Literal type; the value tuples below are derived from it, and
@@ -31,7 +34,20 @@ RecallMode = Literal["auto", "fast", "semantic", "deep"]
 ROLES: tuple[Role, ...] = get_args(Role)
 SUBMITTABLE_CATEGORIES: tuple[SubmittableCategory, ...] = get_args(SubmittableCategory)
 MEMORY_KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
+MEMORY_TIERS: tuple[MemoryTier, ...] = get_args(MemoryTier)
 RECALL_MODES: tuple[RecallMode, ...] = get_args(RecallMode)
+
+DEFAULT_TIERS: dict[MemoryKind, MemoryTier] = {
+    "fact": "profile",
+    "preference": "profile",
+    "agreement": "profile",
+    "growth": "profile",
+    "episode": "episodic",
+    "observation": "episodic",
+    "emotion": "episodic",
+}
+"""The tier of a memory whose draft names none: lasting kinds go to ``profile``, what
+happened to ``episodic``. ``working`` only when a draft asks for it."""
 
 
 class Record(BaseModel):
@@ -124,6 +140,10 @@ class MemoryDraft(BaseModel):
     """An emotion the assistant expressed (``assistant_expression`` only)."""
     gist: str | None = Field(default=None, min_length=1, max_length=MAX_GIST_CHARS)
     """A short authored gist, shown instead of the text once an episode has faded."""
+    tier: MemoryTier | None = None
+    """``working`` for the current task's scratch notes (they expire after
+    ``Settings.working_ttl_hours`` unless pinned or promoted), ``episodic`` or
+    ``profile``; None: the kind's default (``DEFAULT_TIERS``)."""
 
     @field_validator("text", "quote")
     @classmethod
@@ -180,6 +200,13 @@ class MemoryRecord(Record):
     emotion: Emotion | None
     gist: str | None
     created_at: datetime
+    tier: MemoryTier
+    pinned: bool
+    """Pinned: enters a context pack first; a pinned working note never expires (it is
+    promoted to ``episodic`` once its TTL has passed)."""
+    expires_at: datetime | None
+    """When a working note expires (``Scope.consolidate`` deletes it then); None for
+    other tiers."""
 
 
 class Evidence(Record):
@@ -249,6 +276,9 @@ class RecallItem(Record):
     raw_fallback: bool = False
     """True when this is an original event with no derived memory, not a memory."""
     truncated: bool = False
+    tier: MemoryTier | None = None
+    """The memory's tier; None for a raw fallback event."""
+    pinned: bool = False
 
 
 class RecallResult(Record):
@@ -345,6 +375,51 @@ class Erasure(Record):
     event_ids: list[str]
     memory_ids: list[str]
     ids_truncated: bool
+
+
+# --- tiers: consolidation and compaction -------------------------------------------------
+
+
+class Promotion(Record):
+    """One memory ``Scope.consolidate`` moved up a tier."""
+
+    id: str
+    from_tier: MemoryTier
+    to_tier: MemoryTier
+
+
+class Consolidation(Record):
+    """What ``Scope.consolidate`` did, in one transaction (with ``dry_run``, what it would
+    do, computed the same way, nothing written)."""
+
+    persona: str
+    project: str
+    as_of: datetime
+    """The time TTLs were judged at."""
+    dry_run: bool
+    deleted: list[str]
+    """Expired, unpinned working notes, deleted completely (their source events stay)."""
+    promotions: list[Promotion]
+    """Memories moved up, each once (from its tier before to its tier after)."""
+
+
+class Compaction(Record):
+    """What ``Scope.compact_working`` did (with ``dry_run``, would do), in one transaction."""
+
+    persona: str
+    project: str
+    session: str
+    dry_run: bool
+    kept: list[str]
+    """The session's working notes that stay: pinned ones and the newest ``keep``."""
+    folded: list[str]
+    """Working notes folded into ``memory``, oldest first, now revoked (reason
+    ``compacted into <memory id>``); empty when there was nothing to fold."""
+    memory: MemoryRecord | None
+    """The new episodic memory, linked (``related``) to every folded note; it quotes
+    ``event_id`` whole. None for a dry run or when nothing was folded."""
+    event_id: str | None
+    """The ``system`` event listing the folded notes word for word."""
 
 
 class TombstoneImport(Record):
@@ -566,6 +641,8 @@ class ListedMemory(Record):
     """Revoked (corrected or retracted): kept for audit, never recalled."""
     expired: bool
     """No longer true: its validity ended at or before the time of the listing."""
+    tier: MemoryTier
+    pinned: bool
 
 
 class ListedEvent(Record):

@@ -52,8 +52,18 @@ async def cancelled_after(ticks: int, call: Callable[[], Awaitable[T]]) -> list[
     return finished
 
 
+def undo_v8(conn: sqlite3.Connection) -> None:
+    """Take back schema v8: the tier columns and their indexes go."""
+    for name in ("memories_by_tier", "memories_by_expiry"):
+        conn.execute(f"drop index {name}")
+    for column in ("tier", "pinned", "expires_at"):
+        conn.execute(f"alter table memories drop column {column}")
+
+
 def undo_v7(conn: sqlite3.Connection) -> None:
-    """Take back schema v7: ``scope_usage`` and the triggers that keep it go."""
+    """Take back schema v7, and v8 after it: ``scope_usage`` and the triggers that keep
+    it go."""
+    undo_v8(conn)
     triggers = "select name from sqlite_master where type = 'trigger' and name like '%_usage_%'"
     for (name,) in conn.execute(triggers).fetchall():
         conn.execute(f"drop trigger {name}")

@@ -75,9 +75,13 @@ SPEC_ARGS: dict[str, set[str]] = {
         "until",
         "include_revoked",
         "include_expired",
+        "tier",
         "cursor",
         "limit",
     },
+    "memory_pin": {"memory_id", "pinned"},
+    "memory_consolidate": {"dry_run"},
+    "memory_compact_working": {"session", "keep", "dry_run"},
 }
 """Each tool's arguments besides ``persona`` and ``project``."""
 

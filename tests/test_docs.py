@@ -69,6 +69,7 @@ def test_every_spec_cli_command_exists() -> None:
     spec |= {"correct", "retract", "delete", "erase"}  # SPEC section 10: forgetting
     spec |= {"list", "status"}  # SPEC §10 (issue 16)
     beyond = {"limits"}  # capacity limits (issue 16), named by neither spec section
+    beyond |= {"pin", "consolidate", "compact-working"}  # tiers (issue 17)
     assert spec | beyond == set(subcommands(build_parser()))
 
 

@@ -49,6 +49,9 @@ SPEC_REQUIRED: dict[str, set[str]] = {
     "extraction_retry": set(),
     "memory_status": set(),
     "memory_list": set(),
+    "memory_pin": {"memory_id"},
+    "memory_consolidate": set(),
+    "memory_compact_working": {"session"},
 }
 EVIDENCE_TOOLS = ("memory_recall", "memory_read", "session_resume", "memory_list")
 

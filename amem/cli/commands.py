@@ -373,7 +373,53 @@ def build_parser() -> argparse.ArgumentParser:
         "--rebuild-index", action="store_true", help="first rebuild the search index from the data"
     )
     add_browse_commands(command)
+    add_tier_commands(command)
     return parser
+
+
+def add_tier_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``pin``, ``consolidate`` and ``compact-working``: tiers, TTLs and working notes."""
+    pin = command(
+        "pin",
+        run_pin,
+        "pin a memory (or --unpin it)",
+        (
+            "Pin the memory MEMORY_ID: it enters context packs first, and a pinned working "
+            "note never expires (consolidate promotes it to episodic once its TTL passed). "
+            "--unpin takes the pin away. Pinning twice changes nothing."
+        ),
+    )
+    pin.add_argument("memory_id", metavar="MEMORY_ID")
+    pin.add_argument("--unpin", action="store_true", help="take the pin away")
+
+    consolidate = command(
+        "consolidate",
+        run_consolidate,
+        "apply working-note TTLs and promotions now",
+        (
+            "Delete the scope's expired, unpinned working notes for good (their source events "
+            "stay), promote pinned expired ones to episodic, and move often restated "
+            "memories up a tier (AMEM_PROMOTE_AFTER distinct events), in one transaction. "
+            "Nothing does this in the background. --dry-run prints what it would do."
+        ),
+    )
+    consolidate.add_argument("--dry-run", action="store_true", help="only show what would change")
+
+    compact = command(
+        "compact-working",
+        run_compact_working,
+        "fold a session's older working notes into one episodic memory",
+        (
+            "Keep the pinned working notes of SESSION and the newest --keep others; fold the "
+            "older ones into one episodic memory that quotes them word for word (a new "
+            "system event of the session lists them) and links to each. The folded notes "
+            "are revoked, kept for audit. No model is called. --dry-run prints what it would "
+            "fold."
+        ),
+    )
+    compact.add_argument("session", metavar="SESSION")
+    compact.add_argument("--keep", type=int, default=10, help="newest notes kept (default 10)")
+    compact.add_argument("--dry-run", action="store_true", help="only show what would be folded")
 
 
 def add_browse_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
@@ -419,6 +465,7 @@ def add_browse_commands(command: Callable[..., argparse.ArgumentParser]) -> None
         "--revoked", action="store_true", help="include revoked (corrected or retracted) memories"
     )
     browse.add_argument("--expired", action="store_true", help="include memories no longer true")
+    browse.add_argument("--tier", help="only memories of this tier: working, episodic or profile")
     browse.add_argument("--cursor", help="continue after the page that printed this cursor")
     browse.add_argument(
         "--limit",
@@ -838,7 +885,8 @@ async def run_list(args: argparse.Namespace) -> int:
     if args.what not in ("memories", "events", "scopes"):  # checked here: argparse echoes it
         raise InvalidInput("WHAT must be memories, events or scopes")
     if args.what == "scopes":
-        filters = (args.kinds, args.roles, args.session, args.since, args.until, args.cursor)
+        filters = (args.kinds, args.roles, args.session, args.since, args.until, args.cursor,
+                   args.tier)  # fmt: skip
         if any(value is not None for value in filters) or args.revoked or args.expired:
             raise InvalidInput("'amem list scopes' takes no filters and no cursor")
         async with opened(args) as (memory, _):
@@ -855,6 +903,7 @@ async def run_list(args: argparse.Namespace) -> int:
             until=args.until,
             include_revoked=args.revoked,
             include_expired=args.expired,
+            tier=args.tier,
             cursor=args.cursor,
             limit=args.limit,
         )
@@ -903,3 +952,44 @@ def limit_value(value: str, option: str) -> int | None:
     if number < 1:
         raise InvalidInput(f"{option} must be a positive integer or 'none'")
     return number
+
+
+async def run_pin(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        memory = await scope.pin(args.memory_id, pinned=not args.unpin)
+    state = "pinned" if memory.pinned else "not pinned"
+    show(args, memory, f"{memory.id} is {state} ({memory.tier}): {memory.text}")
+    return 0
+
+
+async def run_consolidate(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        done = await scope.consolidate(dry_run=args.dry_run)
+    verb = ("would delete", "would promote") if done.dry_run else ("deleted", "promoted")
+    lines = [
+        f"{verb[0]} {len(done.deleted)} expired working notes, {verb[1]} "
+        f"{len(done.promotions)} memories",
+        *(f"  deleted  {memory_id}" for memory_id in done.deleted),
+        *(f"  promoted {p.id} {p.from_tier} -> {p.to_tier}" for p in done.promotions),
+    ]
+    if done.dry_run:
+        lines.append("(dry run: nothing was changed)")
+    show(args, done, "\n".join(lines))
+    return 0
+
+
+async def run_compact_working(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        done = await scope.compact_working(args.session, keep=args.keep, dry_run=args.dry_run)
+    if not done.folded:
+        text = f"nothing to fold: {len(done.kept)} working notes of {done.session} stay"
+    elif done.memory is None:
+        text = f"would fold {len(done.folded)} working notes; {len(done.kept)} stay"
+        text += "\n(dry run: nothing was changed)"
+    else:
+        text = (
+            f"folded {len(done.folded)} working notes into {done.memory.id} "
+            f"(event {done.event_id}); {len(done.kept)} stay"
+        )
+    show(args, done, text)
+    return 0

@@ -20,6 +20,8 @@ def recall_line(item: Any) -> str:
             ("expired", item.expired),
             ("truncated", item.truncated),
             (f"×{item.occurrences}", item.occurrences > 1),
+            ("working", item.tier == "working"),
+            ("pinned", item.pinned),
         )
         if on
     )
@@ -34,7 +36,8 @@ def one_line(text: str) -> str:
 
 def memory_line(item: ListedMemory) -> str:
     flags = "".join(f" [{flag}]" for flag, on in (("expired", item.expired),
-                    ("revoked", item.revoked)) if on)  # fmt: skip
+                    ("revoked", item.revoked), ("working", item.tier == "working"),
+                    ("pinned", item.pinned)) if on)  # fmt: skip
     when = item.valid_at.date().isoformat()
     return f"{when}  {item.kind:<11} {item.role:<9} {one_line(item.text)}{flags}  ({item.id})"
 

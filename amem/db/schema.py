@@ -25,6 +25,10 @@ v7  ``scope_usage``: what each scope stores (events, memories, the UTF-8 bytes o
     ``memories`` and ``search_docs`` (so no write path can forget), counted from the rows
     once when the file migrates. Reading it is one lookup: a write checks it against the
     scope's ``scope_limits`` inside its own transaction (``store.capacity``)
+v8  tiers: ``memories.tier`` (``working``/``episodic``/``profile``; existing rows get
+    their kind's default), ``pinned`` and ``expires_at`` (a working note's TTL); partial
+    indexes over current memories by tier and kind, and over current expiring notes, so
+    ``consolidate`` reads only what it may change
 
 Each migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
 after taking the write lock, so processes that start at the same time on a new file
@@ -42,7 +46,7 @@ from pathlib import Path
 from ..errors import StorageError
 from .drivers import open_sqlite
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 V1 = (
     """
@@ -388,6 +392,28 @@ V7 = (
 """``scope_usage`` and the triggers that keep it (a scope's row appears with its first
 row; it is not removed when the scope empties, it reads zeros)."""
 
+V8 = (
+    """
+    alter table memories add column tier text not null default 'episodic'
+        check (tier in ('working', 'episodic', 'profile'))
+    """,
+    "alter table memories add column pinned integer not null default 0 check (pinned in (0, 1))",
+    "alter table memories add column expires_at text",
+    # the kind defaults as they stood at v8 (``models.DEFAULT_TIERS``): a migration is history
+    """
+    update memories set tier = 'profile'
+    where kind in ('fact', 'preference', 'agreement', 'growth')
+    """,
+    """
+    create index memories_by_tier on memories (persona, project, tier, kind)
+    where revoked_at is null
+    """,
+    """
+    create index memories_by_expiry on memories (persona, project, expires_at)
+    where expires_at is not null and revoked_at is null
+    """,
+)
+
 MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (1, V1),
     (2, V2),
@@ -396,6 +422,7 @@ MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (5, ()),
     (6, V6),
     (7, V7),
+    (8, V8),
 )
 """Each version and its statements; a version in ``RETOKENIZED`` also rebuilds the index."""
 RETOKENIZED = frozenset({5})

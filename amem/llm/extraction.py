@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -165,6 +166,7 @@ def complete_extraction(
     drafts: list[MemoryDraft],
     segmented: list[str],
     now: str,
+    working_ttl: timedelta,
 ) -> Outcome:
     """Validate the whole answer and derive every memory in this one transaction.
 
@@ -178,7 +180,9 @@ def complete_extraction(
     persona, project, _ = state
     conn.execute("savepoint derive")
     try:
-        records = derive_memories(conn, persona, project, event_id, drafts, segmented, now)
+        records = derive_memories(
+            conn, persona, project, event_id, drafts, segmented, now, working_ttl=working_ttl
+        )
     except (InvalidInput, StorageError) as exc:  # a bad draft, or capacity_exceeded
         conn.execute("rollback to derive")
         conn.execute("release derive")

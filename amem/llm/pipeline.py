@@ -163,6 +163,7 @@ class Pipeline:
                 drafts=drafts,
                 segmented=segmented,
                 now=db_now(),
+                working_ttl=self._settings.working_ttl,
             )
         if outcome.new and outcome.memory_ids:
             self.embed_later([("memory", m) for m in outcome.memory_ids])

@@ -23,7 +23,8 @@ are read (a view or virtual table named ``events`` could compute rows forever).
 (quotes, roles, scope links, checkpoint coverage), looked up in the database it is
 being loaded into, which holds every earlier row. A problem is a ``BadRow`` naming the
 row and the rule, never the stored text. Archives written at schema versions 1 to 3 (no
-gists or cue keys, no cursors) are read too.
+gists or cue keys, no cursors) and before 8 (no tiers: a memory takes its kind's) are
+read too.
 """
 
 from __future__ import annotations
@@ -35,14 +36,21 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, Literal, TextIO
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..db.schema import SCHEMA_VERSION
 from ..db.times import db_time
 from ..errors import StorageError
 from ..inputs import parse_time, validation_problems
 from ..limits import MAX_ARCHIVE_LINE_CHARS, MAX_EVENT_CHARS
-from ..models import Basis, Category, EventStatus, MemoryKind, Role
+from ..models import DEFAULT_TIERS, Basis, Category, EventStatus, MemoryKind, MemoryTier, Role
 from ..store.checkpoints import JSON_COLUMNS
 
 FORMAT = "amem-archive"
@@ -95,6 +103,7 @@ TIME_COLUMNS = (
     "invalidated_at",
     "updated_at",
     "erased_at",
+    "expires_at",
 )
 
 
@@ -166,6 +175,19 @@ class MemoryRow(Times):
     created_at: str
     gist: str | None = None
     cue_key: str | None = None
+    tier: MemoryTier | None = None
+    """Absent from archives before schema 8: the kind's default then."""
+    pinned: bool = False
+    expires_at: str | None = None
+
+    @model_validator(mode="after")
+    def placed(self) -> MemoryRow:
+        """An older row takes its kind's tier; only a working note expires."""
+        if self.tier is None:
+            self.tier = DEFAULT_TIERS[self.kind]
+        if self.tier != "working" and self.expires_at is not None:
+            raise ValueError("only a working memory expires")
+        return self
 
 
 class RelationRow(Times):

@@ -296,11 +296,11 @@ INSERTS = {
     "memories": """insert into memories (num, id, persona, project, event_id, text, quote,
         quote_start, quote_end, kind, basis, confidence, subject, fact_key, valid_at,
         invalid_at, chain_order, revoked_at, revoke_reason, emotion, valence, arousal,
-        created_at, gist, cue_key)
+        created_at, gist, cue_key, tier, pinned, expires_at)
         values (:num, :id, :persona, :project, :event_id, :text, :quote, :quote_start,
         :quote_end, :kind, :basis, :confidence, :subject, :fact_key, :valid_at, :invalid_at,
         :chain_order, :revoked_at, :revoke_reason, :emotion, :valence, :arousal, :created_at,
-        :gist, :cue_key)""",
+        :gist, :cue_key, :tier, :pinned, :expires_at)""",
     "relations": """insert into relations (from_id, to_id, kind, persona, project, note,
         created_at) values (:from_id, :to_id, :kind, :persona, :project, :note, :created_at)""",
     "checkpoints": """insert into checkpoints (num, persona, project, session, goal,

@@ -68,7 +68,7 @@ from typing import Any, NamedTuple
 
 from ..db.times import db_time, from_db_time
 from ..llm.embeddings import Vector
-from ..models import Basis, MemoryKind, RecallItem, Role, ScoreComponents
+from ..models import Basis, MemoryKind, MemoryTier, RecallItem, Role, ScoreComponents
 from ..store.facts import FADING_KINDS, valid_as_of
 from .index import average_length
 from .text import clause_tokens, literal, phrase_tokens, scope_token
@@ -108,7 +108,7 @@ difference between the first ranks."""
 COVERED = 0.95
 """Share of the scope's memories and events with a vector below which hybrid recall warns."""
 RAW_CHARS = 2000
-STORED_FIELDS = ("id", "quote", "kind", "basis", "confidence", "subject", "fact_key")
+STORED_FIELDS = ("id", "quote", "kind", "basis", "confidence", "subject", "fact_key", "tier")
 """What an item shows of a memory as stored."""
 NOT_RAW: dict[str, Any] = dict.fromkeys((*STORED_FIELDS[1:], "valid_at", "invalid_at"))
 """The fields only a memory has: None in a raw event's item."""
@@ -146,6 +146,8 @@ class RecalledMemory(NamedTuple):
     cue_key: str | None
     role: Role
     """Who said its source event."""
+    tier: MemoryTier
+    pinned: int
 
 
 class RawEvent(NamedTuple):
@@ -161,7 +163,8 @@ class RawEvent(NamedTuple):
 
 MEMORY_COLUMNS = """
     m.id, m.text, m.quote, m.kind, m.basis, m.confidence, m.subject, m.fact_key,
-    m.valid_at, m.invalid_at, m.event_id, e.occurred_at, m.gist, m.cue_key, e.role
+    m.valid_at, m.invalid_at, m.event_id, e.occurred_at, m.gist, m.cue_key, e.role, m.tier,
+    m.pinned
 """
 ELIGIBLE = f"""
 m.persona = :persona and m.project = :project and m.revoked_at is null
@@ -928,6 +931,7 @@ def recall_item(candidate: Candidate, q: RecallQuery, merged_ids: list[str]) -> 
         role=row.role,
         occurrences=1 + len(merged_ids),
         merged_ids=merged_ids,
+        pinned=bool(row.pinned),
     )
 
 

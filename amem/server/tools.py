@@ -51,6 +51,7 @@ from ..models import (
     ListTarget,
     MemoryDraft,
     MemoryKind,
+    MemoryTier,
     RecallMode,
     Role,
     SubmittableCategory,
@@ -191,7 +192,8 @@ async def memory_add(served: Served, args: MemoryAdd) -> Any:
     the user's own words in a user event, assistant_expression for an assistant event,
     inference otherwise), optional confidence, subject + fact_key for a single-valued
     user-stated fact or preference that can change (e.g. subject "user", fact_key
-    "residence"), valid_at/invalid_at, emotion (assistant only), gist. A quote not found
+    "residence"), valid_at/invalid_at, emotion (assistant only), gist, tier ("working" for
+    this task's scratch notes, which expire; default from kind). A quote not found
     verbatim is refused (quote_mismatch); a basis that does not fit the event's role is
     refused (role_violation); nothing is written then."""
     records = await served.scope(args).add_memories(**args.keywords())
@@ -418,6 +420,7 @@ class MemoryList(Args):
     until: str | None = Field(default=None, description="ISO-8601: the same time before this.")
     include_revoked: bool = False
     include_expired: bool = False
+    tier: MemoryTier | None = None
     cursor: str | None = Field(
         default=None, description="The previous page's next_cursor (same filters)."
     )
@@ -430,7 +433,7 @@ async def memory_list(served: Served, args: MemoryList) -> Any:
     or the original events (what="events"). Use it when the user asks what you remember or
     know about them ("what do you remember about me?"), to review memories before
     correcting or forgetting one, or to see a session's messages; to search by words, use
-    memory_recall. Filters: kinds, roles (who said it), session, since/until (ISO-8601, on
+    memory_recall. Filters: kinds, tier, roles (who said it), session, since/until (ISO-8601, on
     valid_at for memories, occurred_at for events). Only current memories unless
     include_revoked or include_expired (then flagged revoked/expired). total and totals (by
     kind; for events by role) count every page; pass next_cursor as cursor, with the same
@@ -444,6 +447,44 @@ async def memory_list(served: Served, args: MemoryList) -> Any:
         if size <= MCP_MAX_RESULT_CHARS or limit == 1:
             return page
         limit = max(1, min(limit - 1, limit * (MCP_MAX_RESULT_CHARS - 2_000) // size))
+
+
+class MemoryPin(Args):
+    memory_id: str
+    pinned: bool = Field(default=True, description="false unpins.")
+
+
+@tool(read_only=False, destructive=False, idempotent=True, completes_when_cancelled=True)
+async def memory_pin(served: Served, args: MemoryPin) -> Any:
+    """Pin a memory so it enters context packs first; a pinned working note never expires.
+    pinned=false unpins. Returns the memory."""
+    return await served.scope(args).pin(**args.keywords())
+
+
+class MemoryConsolidate(Args):
+    dry_run: bool = Field(default=False, description="true: only report; nothing changes.")
+
+
+@tool(read_only=False, destructive=True, idempotent=True, completes_when_cancelled=True)
+async def memory_consolidate(served: Served, args: MemoryConsolidate) -> Any:
+    """Apply working-note TTLs and promotions now: deletes expired unpinned working notes
+    for good, promotes pinned expired ones and often restated memories a tier (working,
+    episodic, profile). Returns deleted IDs and promotions."""
+    return await served.scope(args).consolidate(**args.keywords())
+
+
+class MemoryCompactWorking(Args):
+    session: str
+    keep: int = Field(default=10, ge=0, le=MCP_MAX_LIST_LIMIT, description="Newest notes kept.")
+    dry_run: bool = Field(default=False, description="true: only report; nothing changes.")
+
+
+@tool(read_only=False, destructive=True, idempotent=True, completes_when_cancelled=True)
+async def memory_compact_working(served: Served, args: MemoryCompactWorking) -> Any:
+    """Fold a session's older working notes (all but pinned ones and the newest keep) into
+    one episodic memory that quotes them word for word; the folded notes leave recall.
+    Nothing to fold: folded is empty."""
+    return await served.scope(args).compact_working(**args.keywords())
 
 
 def tool_schema(tool: Tool) -> dict[str, Any]:

@@ -12,17 +12,18 @@ among facts with the same start, so a correction never changes which value is cu
 from __future__ import annotations
 
 import sqlite3
+from datetime import timedelta
 
 from ..db.times import db_time
 from ..models import Correction, MemoryDraft
-from ..search import index
-from ..search.vectors import drop_vectors
 from .checkpoints import invalidate_checkpoints
 from .events import NewEvent, insert_event
 from .facts import SELECT_CHAIN_ORDER, derive_memories, load_event, load_memory
 from .relations import add_relation
+from .retraction import revoke
 
-REVOKE = "update memories set revoked_at = ? where id = ?"
+CARRY_PLACEMENT = "update memories set pinned = ?, expires_at = ? where id = ?"
+"""The corrected memory keeps the mistaken one's pin and TTL (a fix is no new note)."""
 MARK_AMENDED = "update events set status = 'amended' where id = ?"
 
 
@@ -37,6 +38,7 @@ def correct(
     reason: str | None,
     correction_event_id: str,
     now: str,
+    working_ttl: timedelta,
 ) -> Correction:
     old = load_memory(conn, persona, project, memory_id)
     source = load_event(conn, persona, project, old.event_id)
@@ -58,13 +60,13 @@ def correct(
             segmented=segmented,
         ),
     )
-    conn.execute(REVOKE, (now, old.id))
-    drop_vectors(conn, "memory", [old.id])
-    index.remove_docs(conn, "memory", [old.id])
+    revoke(conn, old.id, None, now)
     start = valid_at or db_time(old.valid_at)
     end = db_time(old.invalid_at) if old.invalid_at else None
     # the corrected text is its own quote (in the correction event); the rest is kept
-    kept = old.model_dump(include={"kind", "basis", "confidence", "subject", "fact_key", "emotion"})
+    kept = old.model_dump(
+        include={"kind", "basis", "confidence", "subject", "fact_key", "emotion", "tier"}
+    )
     changed = {"text": text, "quote": text, "valid_at": start, "invalid_at": end}
     if end is not None and end <= start:  # the new start is past the old end: drop it
         changed["invalid_at"] = None
@@ -79,8 +81,12 @@ def correct(
         [draft],
         [segmented],
         now,
+        working_ttl=working_ttl,
         chain_order=order,
     )
+    expires_at = None if old.expires_at is None else db_time(old.expires_at)
+    conn.execute(CARRY_PLACEMENT, (int(old.pinned), expires_at, new.id))
+    new = new.model_copy(update={"pinned": old.pinned, "expires_at": old.expires_at})
     add_relation(conn, persona, project, new.id, old.id, "corrects", reason, now)
     conn.execute(MARK_AMENDED, (old.event_id,))
     invalidate_checkpoints(conn, persona, project, now)

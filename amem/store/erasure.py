@@ -102,19 +102,27 @@ class Planner:
 def apply(conn: sqlite3.Connection, persona: str, project: str, plan: Planner, now: str) -> None:
     """Erase exactly what ``plan`` (made in this transaction) holds, with tombstones for
     its events; refuses, rolling back, if the deed would differ from the plan."""
-    memories, events = list(plan.memories), list(plan.events)
-    vectors = drop_vectors(conn, "memory", memories) + drop_vectors(conn, "event", events)
-    search_rows = index.remove_docs(conn, "memory", memories)
+    events = list(plan.events)
+    vectors, search_rows, relations = remove_memories(conn, list(plan.memories))
+    vectors += drop_vectors(conn, "event", events)
     search_rows += index.remove_docs(conn, "event", events)
-    relations = 0
-    for memory in memories:
-        relations += conn.execute(DELETE_RELATIONS, (memory, memory)).rowcount
-        conn.execute(DELETE_MEMORY, (memory,))
     for event in events:
         conn.execute(DELETE_EVENT, (event,))
     tombstones.bury(conn, persona, project, events, now)
     if (vectors, search_rows, relations) != (plan.vectors, plan.search_rows, len(plan.edges)):
         raise StorageError("the erasure did not match its plan; nothing was erased")
+
+
+def remove_memories(conn: sqlite3.Connection, memory_ids: Sequence[str]) -> tuple[int, int, int]:
+    """Delete these memories' rows with their vectors, search rows and relation edges
+    (their events stay); returns how many vectors, search rows and edges went."""
+    vectors = drop_vectors(conn, "memory", memory_ids)
+    search_rows = index.remove_docs(conn, "memory", memory_ids)
+    relations = 0
+    for memory in memory_ids:
+        relations += conn.execute(DELETE_RELATIONS, (memory, memory)).rowcount
+        conn.execute(DELETE_MEMORY, (memory,))
+    return vectors, search_rows, relations
 
 
 # --- one event (or one memory's event) -------------------------------------------------

@@ -20,12 +20,13 @@ import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from ..db.times import db_time, from_db_time
 from ..errors import InvalidInput, NotFound
 from ..inputs import parse_time
-from ..models import Emotion, MemoryDraft, MemoryRecord
+from ..models import DEFAULT_TIERS, Emotion, MemoryDraft, MemoryRecord
 from ..search import index
 from ..search.text import is_function_word, surface_words
 from .capacity import check_capacity
@@ -39,7 +40,7 @@ KEYED_KINDS = frozenset(("fact", "preference"))
 MEMORY_COLUMNS = """
     id, persona, project, event_id, text, quote, quote_start, quote_end, kind, basis,
     confidence, subject, fact_key, valid_at, invalid_at, emotion, valence, arousal, gist,
-    created_at
+    created_at, tier, pinned, expires_at
 """
 MEMORY_FIELDS = tuple(column.strip() for column in MEMORY_COLUMNS.split(","))
 """The names of ``MEMORY_COLUMNS``: the keys of a memory row."""
@@ -113,6 +114,7 @@ def derive_memories(
     segmented: Sequence[str],
     now: str,
     *,
+    working_ttl: timedelta,
     chain_order: int | None = None,
 ) -> list[MemoryRecord]:
     """Validate every draft against its source event, then store them all (or none).
@@ -122,12 +124,14 @@ def derive_memories(
     ``text.segment`` returns it (computed before the transaction). ``chain_order`` places
     a fact where another one stood (a correction keeping its start); by default it goes
     after its equals. A memory that takes the scope past one of its limits refuses the
-    batch (``capacity_exceeded``, ``store.capacity``).
+    batch (``capacity_exceeded``, ``store.capacity``). A working note expires
+    ``working_ttl`` after ``now``.
     """
     event = load_event(conn, persona, project, event_id)
     valid = [validate(event, draft, f"memories[{n}]") for n, draft in enumerate(drafts)]
+    expires_at = db_time(from_db_time(now) + working_ttl)
     records = [
-        insert_memory(conn, event, memory, tokens, now, chain_order)
+        insert_memory(conn, event, memory, tokens, now, expires_at, chain_order)
         for memory, tokens in zip(valid, segmented, strict=True)
     ]
     conn.execute(MARK_EXTRACTED, (event.id,))
@@ -195,10 +199,13 @@ def insert_memory(
     memory: ValidMemory,
     segmented: str,
     now: str,
+    expires_at: str,
     chain_order: int | None = None,
 ) -> MemoryRecord:
+    """Store one validated memory; ``expires_at`` is kept only for a working note."""
     draft = memory.draft
     emotion = draft.emotion
+    tier = draft.tier or DEFAULT_TIERS[draft.kind]
     row: dict[str, Any] = {
         "id": f"mem_{uuid.uuid4().hex}",
         "persona": event.persona,
@@ -220,6 +227,9 @@ def insert_memory(
         "arousal": emotion.arousal if emotion else None,
         "gist": draft.gist,
         "created_at": now,
+        "tier": tier,
+        "pinned": 0,
+        "expires_at": expires_at if tier == "working" else None,
     }
     same = conn.execute(SELECT_SAME_MEMORY, row).fetchone()
     if same is not None:  # derived before: the same memory, not a second one
@@ -274,8 +284,10 @@ def memory_record(row: Mapping[str, Any]) -> MemoryRecord:
     fields = {name: row[name] for name in MEMORY_FIELDS if name not in ("valence", "arousal")}
     fields["valid_at"] = from_db_time(row["valid_at"])
     fields["created_at"] = from_db_time(row["created_at"])
-    if row["invalid_at"] is not None:
-        fields["invalid_at"] = from_db_time(row["invalid_at"])
+    fields["pinned"] = bool(row["pinned"])
+    for name in ("invalid_at", "expires_at"):
+        if row[name] is not None:
+            fields[name] = from_db_time(row[name])
     if row["emotion"] is not None:
         fields["emotion"] = Emotion(
             label=row["emotion"], valence=row["valence"], arousal=row["arousal"]

@@ -45,6 +45,7 @@ class ListQuery:
     until: str | None
     include_revoked: bool
     include_expired: bool
+    tier: str | None
     limit: int
     now: str
     """The time ``expired`` is judged at."""
@@ -53,7 +54,7 @@ class ListQuery:
         """Names the scope and filters (not the page size or time) a cursor belongs to."""
         filters = [persona, project, self.what, sorted(self.kinds or ()),
                    sorted(self.roles or ()), self.session, self.since, self.until,
-                   self.include_revoked, self.include_expired]  # fmt: skip
+                   self.include_revoked, self.include_expired, self.tier]  # fmt: skip
         data = json.dumps(filters, ensure_ascii=False).encode()
         return hashlib.blake2b(data, digest_size=6).hexdigest()
 
@@ -83,7 +84,7 @@ def decode_cursor(cursor: str, query: ListQuery, persona: str, project: str) -> 
 MEMORY_ROWS = """
 select m.num, m.id, m.text, m.kind, m.basis, m.subject, m.fact_key, m.valid_at,
     m.invalid_at, m.event_id, e.role, e.session, m.revoked_at is not null,
-    m.invalid_at is not null and m.invalid_at <= :now
+    m.invalid_at is not null and m.invalid_at <= :now, m.tier, m.pinned
 from memories m join events e on e.id = m.event_id
 where {where}
 order by m.num desc limit :limit
@@ -109,7 +110,8 @@ def memory_filters(query: ListQuery) -> list[str]:
     where = ["m.persona = :persona", "m.project = :project"]
     if query.kinds is not None:
         where.append("m.kind in (select value from json_each(:kinds))")
-    # tiers (working / episodic / profile, SPEC §10) filter here once memories carry one
+    if query.tier is not None:
+        where.append("m.tier = :tier")
     if query.roles is not None:
         where.append("e.role in (select value from json_each(:roles))")
     if query.session is not None:
@@ -149,6 +151,7 @@ def list_items(
         "kinds": json.dumps(sorted(query.kinds or ())),
         "roles": json.dumps(sorted(query.roles or ())),
         "session": query.session,
+        "tier": query.tier,
         "since": query.since,
         "until": query.until,
         "now": query.now,
@@ -186,7 +189,7 @@ def list_items(
 
 def listed_memory(row: tuple[Any, ...]) -> ListedMemory:
     (_, memory_id, text, kind, basis, subject, fact_key, valid_at, invalid_at, event_id,
-     role, session, revoked, expired) = row  # fmt: skip
+     role, session, revoked, expired, tier, pinned) = row  # fmt: skip
     fields: Mapping[str, Any] = {
         "id": memory_id,
         "text": text,
@@ -201,6 +204,8 @@ def listed_memory(row: tuple[Any, ...]) -> ListedMemory:
         "session": session,
         "revoked": bool(revoked),
         "expired": bool(expired),
+        "tier": tier,
+        "pinned": bool(pinned),
     }
     return ListedMemory.model_validate(fields)
 

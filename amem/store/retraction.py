@@ -34,6 +34,16 @@ MARK_AMENDED = "update events set status = 'amended' where id = ? and status != 
 SELECT_SIBLINGS = "select id from memories where event_id = ? and revoked_at is null order by num"
 
 
+def revoke(
+    conn: sqlite3.Connection, memory_id: str, reason: str | None, now: str
+) -> tuple[int, int]:
+    """Revoke one current memory: its row stays (with ``reason``), its search row and
+    vectors go, so no read path returns it. Returns the vectors and search rows removed."""
+    conn.execute(REVOKE, (now, reason, memory_id))
+    vectors = drop_vectors(conn, "memory", [memory_id])
+    return vectors, index.remove_docs(conn, "memory", [memory_id])
+
+
 def retract(
     conn: sqlite3.Connection,
     persona: str,
@@ -50,9 +60,7 @@ def retract(
     vectors = search_rows = invalidated = 0
     amended = False
     if not already:
-        conn.execute(REVOKE, (now, reason, memory_id))
-        vectors = drop_vectors(conn, "memory", [memory_id])
-        search_rows = index.remove_docs(conn, "memory", [memory_id])
+        vectors, search_rows = revoke(conn, memory_id, reason, now)
         amended = conn.execute(MARK_AMENDED, (event_id,)).rowcount == 1
         invalidated = invalidate_checkpoints(conn, persona, project, now)
     return Retraction(
