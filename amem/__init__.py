@@ -50,6 +50,7 @@ from .models import (
     ScoreComponents,
     Status,
     TombstoneImport,
+    TurnEnd,
 )
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "Status",
     "StorageError",
     "TombstoneImport",
+    "TurnEnd",
     "UpstreamError",
     "open",
 ]

@@ -15,9 +15,9 @@ from typing import Any
 
 from .errors import InvalidInput
 from .inputs import require_int, require_name
-from .limits import MAX_BUDGET, MAX_CAPTURE_ENTRIES
+from .limits import MAX_BUDGET, MAX_CAPTURE_ENTRIES, MAX_KEEP_NOTES
 from .memory import Scope
-from .models import ContextPack, EventReceipt
+from .models import ContextPack, EventReceipt, TurnEnd
 
 TURN_FIELDS = frozenset(("role", "text", "event_id", "occurred_at"))
 """What one message of a turn may say; the session adds its own session name."""
@@ -29,9 +29,9 @@ class AgentSession:
     """One conversation of an agent loop, in one scope: remember each turn, prefetch a
     budgeted pack for the next model call, run amem's tools for the model, end the turn.
 
-    ``budget`` is ``prefetch``'s default, in tokens. ``end_turn`` runs ``consolidate()``
-    when ``consolidate`` is true, and ``compact_working(session, keep=compact_keep)`` when
-    ``compact_keep`` is given (None: no compaction).
+    ``budget`` is ``prefetch``'s default, in tokens. ``end_turn`` runs
+    ``compact_working(session, keep=compact_keep)`` when ``compact_keep`` is given (None:
+    no compaction), then ``consolidate()`` when ``consolidate`` is true.
     """
 
     def __init__(
@@ -51,7 +51,11 @@ class AgentSession:
         self.session = require_name(session, "session")
         self.budget = require_int(budget, "budget", low=1, high=MAX_BUDGET)
         self.consolidate = consolidate
-        self.compact_keep = compact_keep
+        self.compact_keep = (
+            None
+            if compact_keep is None
+            else require_int(compact_keep, "compact_keep", low=0, high=MAX_KEEP_NOTES)
+        )
 
     def __repr__(self) -> str:
         return f"AgentSession({self.scope!r}, session={self.session!r})"
@@ -114,3 +118,17 @@ class AgentSession:
         served = tools.Served(self.scope._memory, self.scope.persona, self.scope.project)
         result = await tools.run(served, tool, args)
         return json.loads(tools.encode(result))
+
+    async def end_turn(self) -> TurnEnd:
+        """The configured upkeep, run now (amem never runs it in the background):
+        ``compact_working`` of this session, keeping the newest ``compact_keep`` working
+        notes (when given), then ``consolidate`` of the scope (when ``consolidate``).
+        Compaction comes first so that the older notes it folds into an episodic memory
+        are kept, not deleted for their TTL. Each step is one transaction."""
+        compaction = (
+            None
+            if self.compact_keep is None
+            else await self.scope.compact_working(self.session, keep=self.compact_keep)
+        )
+        consolidation = await self.scope.consolidate() if self.consolidate else None
+        return TurnEnd(compaction=compaction, consolidation=consolidation)

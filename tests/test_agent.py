@@ -9,6 +9,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
+import anyio
 import pytest
 from helpers import cancelled_after
 from mcp_client import PERSONA, PROJECT, connect, other
@@ -213,6 +214,77 @@ async def test_naming_the_sessions_own_scope_is_allowed(
     receipt = await agent.call_tool("event_submit", {"text": "hi", "role": "user", **own})
     assert receipt["project"] == scope.project
     assert await stored_events(scope) == 1
+
+
+async def working_note(agent: amem.AgentSession, text: str) -> str:
+    """A user message of the session and a working note quoting it whole, through the tools
+    the model would call; returns the note's ID."""
+    [receipt] = await agent.remember_turn([{"role": "user", "text": text}])
+    draft = {"text": text, "quote": text, "kind": "observation", "basis": "user_statement",
+             "tier": "working"}  # fmt: skip
+    added = await agent.call_tool("memory_add", {"event_id": receipt.event_id, "memories": [draft]})
+    [memory_id] = added["memory_ids"]
+    return str(memory_id)
+
+
+async def test_end_turn_deletes_expired_working_notes_and_keeps_pinned_ones(
+    db_path: Path,
+) -> None:
+    settings = amem.Settings(working_ttl_hours=1e-6)  # every note expires at once
+    async with amem.open(db_path, settings=settings) as mem:
+        scope = mem.scope("assistant", "support")
+        agent = amem.AgentSession(scope, "task-1")
+        scratch = await working_note(agent, "maybe restart the quokka pod")
+        kept = await working_note(agent, "the customer is on the wombat plan")
+        await agent.call_tool("memory_pin", {"memory_id": kept})
+        await anyio.sleep(0.01)
+
+        done = await agent.end_turn()
+
+        assert done.compaction is None  # compact_keep not given
+        assert done.consolidation is not None
+        assert done.consolidation.deleted == [scratch]
+        assert done.consolidation.promotions == [
+            amem.Promotion(id=kept, from_tier="working", to_tier="episodic")
+        ]
+        assert scratch not in {item.id for item in (await scope.recall("quokka")).items}
+        assert (await scope.recall("wombat")).items[0].id == kept
+        again = await agent.end_turn()
+        assert again.consolidation is not None
+        assert (again.consolidation.deleted, again.consolidation.promotions) == ([], [])
+
+
+async def test_end_turn_compacts_the_sessions_older_working_notes(scope: amem.Scope) -> None:
+    agent = amem.AgentSession(scope, "task-1", compact_keep=1)
+    notes = [await working_note(agent, f"step {n}: checked shard {n}") for n in range(3)]
+    other_session = amem.AgentSession(scope, "task-2")
+    elsewhere = await working_note(other_session, "a note of another task")
+
+    done = await agent.end_turn()
+
+    assert done.compaction is not None
+    assert done.compaction.folded == notes[:2]
+    assert done.compaction.kept == notes[2:]
+    assert done.compaction.memory is not None
+    assert done.compaction.memory.tier == "episodic"
+    assert done.consolidation is not None
+    assert done.consolidation.deleted == []  # nothing expired yet (24 hours by default)
+    working = await scope.list(tier="working")
+    assert {m.id for m in working.items} == {notes[2], elsewhere}
+    again = await agent.end_turn()
+    assert again.compaction is not None
+    assert again.compaction.folded == []
+
+
+async def test_end_turn_runs_only_what_is_configured(scope: amem.Scope) -> None:
+    agent = amem.AgentSession(scope, "task-1", consolidate=False)
+    note = await working_note(agent, "a scratch note")
+    done = await agent.end_turn()
+    assert done == amem.TurnEnd(compaction=None, consolidation=None)
+    assert (await scope.list(tier="working")).items[0].id == note
+    for keep in (-1, 10_001, "3"):
+        with pytest.raises(amem.InvalidInput):
+            amem.AgentSession(scope, "task-1", compact_keep=keep)  # type: ignore[arg-type]
 
 
 async def test_tool_schemas_are_the_mcp_servers_without_the_scope(
