@@ -52,6 +52,7 @@ from .models import (
     TombstoneImport,
     TurnEnd,
 )
+from .tokens import TokenCounter, estimate_tokens
 
 __all__ = [
     "AgentSession",
@@ -98,8 +99,10 @@ __all__ = [
     "Settings",
     "Status",
     "StorageError",
+    "TokenCounter",
     "TombstoneImport",
     "TurnEnd",
     "UpstreamError",
+    "estimate_tokens",
     "open",
 ]

@@ -128,6 +128,7 @@ from .store import (
     tiers,
     tombstones,
 )
+from .tokens import TokenCounter, checked_counter, counter_name, estimate_tokens
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -735,18 +736,22 @@ class Scope:
         session: str,
         *,
         query: str | None = None,
-        budget: int = 4000,
+        budget: int = packs.DEFAULT_BUDGET,
         model: str | None = None,
         as_of: str | datetime | None = None,
+        counter: TokenCounter = estimate_tokens,
     ) -> ContextPack:
-        """A JSON context pack for resuming ``session`` within ``budget`` tokens.
+        """A context pack for resuming ``session`` within ``budget`` tokens under ``counter``.
 
-        Whole components in order: persona, checkpoint, recent agreements and growth,
-        memories recalled for ``query`` (else for the checkpoint's goal and pending steps),
-        current emotion, the session's last events. What does not fit is named in
-        ``omitted``; if even the persona does not fit, the context is empty and
-        ``insufficient_budget`` is set. Tokens are counted as UTF-8 bytes whatever
-        ``model`` is (a conservative estimate). The same inputs give the same pack.
+        Components in order: persona, checkpoint, recent agreements and growth, memories
+        recalled for ``query`` (else for the checkpoint's goal and pending steps), current
+        emotion, the session's last events. List components take items one by one while
+        they fit (the item that does not fit is truncated with a marker when enough of it
+        fits); whole components left out are named in ``omitted``, items left out counted
+        in ``partial``. If even the persona does not fit, the context is empty and
+        ``insufficient_budget`` is set. ``counter`` counts the tokens of a text (default
+        ``amem.estimate_tokens``); ``model`` is validated and does not change counting.
+        The same inputs give the same pack.
         """
         session = require_name(session, "session")
         budget = require_int(budget, "budget", low=1, high=MAX_BUDGET)
@@ -754,14 +759,17 @@ class Scope:
             query = require_text(query, "query", max_chars=MAX_QUERY_CHARS)
         if model is not None:
             require_name(model, "model")
+        if not callable(counter):
+            raise InvalidInput("counter must be a function from text to a token count")
         when = when_or_now(as_of, "as_of")
         persona = await self._memory.persona(self.persona)
         checkpoint = await self.checkpoint(session)
         agreements = await self._read(packs.recent_agreements, when)
         about = packs.recall_query(query, checkpoint)
+        most = packs.memory_limit(budget)
         recalled = []
         if about is not None:
-            limit = packs.RECALLED + len(agreements)
+            limit = min(MAX_RECALL_LIMIT, most + len(agreements))
             recalled = (await self.recall(about, limit=limit, as_of=when)).items
         recent = await self._read(packs.recent_events, session, when)
         framing = {
@@ -771,26 +779,28 @@ class Scope:
             "session": session,
             "as_of": when.isoformat(),
         }
+        skip = {a["id"] for a in agreements}
         components = [
             ("persona", packs.persona_component(persona)),
             ("checkpoint", packs.checkpoint_component(checkpoint)),
             ("agreements", agreements),
-            ("memories", packs.memories_component(recalled, {a["id"] for a in agreements})),
+            ("memories", packs.memories_component(recalled, skip, most)),
             ("emotion", packs.emotion_component(await self.current_emotion(as_of=when))),
             ("recent_events", recent),
         ]
-        context, included, omitted, insufficient = packs.pack(framing, components, budget)
+        packed = packs.pack(framing, components, budget, checked_counter(counter))
         return ContextPack(
             persona=self.persona,
             project=self.project,
             session=session,
-            context=context,
-            included=included,
-            omitted=omitted,
-            tokens_used=packs.size(context),
+            context=packed.context,
+            included=packed.included,
+            omitted=packed.omitted,
+            partial=packed.partial,
+            tokens_used=packed.tokens_used,
             budget=budget,
-            counter="utf8_bytes",
-            insufficient_budget=insufficient,
+            counter=counter_name(counter),
+            insufficient_budget=packed.insufficient_budget,
             as_of=when,
         )
 

@@ -14,6 +14,7 @@ from .limits import (
     MAX_MEMORY_CHARS,
     MAX_QUOTE_CHARS,
 )
+from .prompt import render_context
 
 Role = Literal["user", "assistant", "system", "tool"]
 SubmittableCategory = Literal["conversation", "reference", "persona"]
@@ -549,11 +550,12 @@ class CurrentEmotion(Record):
 
 
 class ContextPack(Record):
-    """What ``Scope.resume`` (and ``session_resume``) returns: a budgeted context string.
+    """What ``Scope.resume`` (and ``session_resume``) returns: a budgeted context.
 
-    ``context`` is a JSON document built from whole components, in order: ``persona``,
-    ``checkpoint``, ``agreements`` (recent agreements and growth), ``memories`` (recalled),
-    ``emotion`` (current), ``recent_events`` (the session's last events, chronological).
+    ``context`` is a JSON document built in this order: ``persona``, ``checkpoint``,
+    ``agreements`` (recent agreements and growth), ``memories`` (recalled), ``emotion``
+    (current), ``recent_events`` (the session's last events, chronological). ``render()``
+    gives the same content as plain prompt text; both fit ``budget`` under the counter.
     """
 
     persona: str
@@ -562,15 +564,26 @@ class ContextPack(Record):
     context: str
     """JSON text to hand the model; empty when ``insufficient_budget``."""
     included: list[str]
+    """Components in the context, in order (some may be ``partial``)."""
     omitted: list[str]
-    """Components that had content but did not fit the budget."""
+    """Components that had content but none of it fit the budget."""
+    partial: dict[str, int]
+    """Included list components that left items out: how many, by component name."""
     tokens_used: int
+    """What ``context`` costs under the counter; never above ``budget``."""
     budget: int
     counter: str
-    """How tokens were counted: ``utf8_bytes`` (conservative, any model)."""
+    """The name of the token counter: ``estimate_tokens`` unless the caller gave one."""
     insufficient_budget: bool
     """True when even the persona and framing do not fit: raise the budget."""
     as_of: datetime
+
+    def render(self) -> str:
+        """The pack as plain prompt text: the notice that it is quoted evidence (never
+        instructions) first, then one section per component in order and one line per item
+        ending in its citation ID, e.g. ``- User prefers trains (preference, ...) [mem_…]``.
+        Empty when ``insufficient_budget``; within ``budget`` under the pack's counter."""
+        return render_context(self.context)
 
 
 class CaptureResult(Record):

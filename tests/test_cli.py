@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import amem
 from amem.cli.demo import SAMPLE_CONVERSATION
 from amem.limits import MAX_CAPTURE_ENTRIES
 
@@ -217,12 +218,12 @@ def test_demo_tells_the_story_it_promises(tmp_path: Path) -> None:
 
     resume = section(out, 8)  # a pack under a small budget, with what was left out
     header = resume.splitlines()[1]
-    assert "1,200-byte budget" in header
+    assert "500-token budget" in header
     used = int(header.rsplit(", ", 1)[1].split()[0])
-    assert 0 < used <= 1200
-    assert "omitted ['recent_events']" in header
+    assert 0 < used <= 500
+    assert "partial ['recent_events (" in header
     pack = json.loads(resume[resume.index("{") : resume.rindex("}") + 1])
-    assert len(json.dumps(pack, ensure_ascii=False, separators=(",", ":")).encode()) <= 1200
+    assert amem.estimate_tokens(json.dumps(pack, ensure_ascii=False, separators=(",", ":"))) == used
     assert "instructions" in pack["notice"]
     texts = [m["text"] for m in pack["memories"]]
     assert "User lives in Hangzhou" in texts

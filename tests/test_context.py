@@ -1,7 +1,8 @@
 """The current emotion and session resume packs (``Scope.resume``), in Chinese and English.
 
-Packs are JSON; their size is counted in UTF-8 bytes, so Chinese text (three bytes a
-character) shows whether the budget counts bytes or characters.
+Packs are JSON (and prompt text through ``render``), filled item by item up to a budget
+counted by ``amem.estimate_tokens`` or a caller's counter; Chinese text (one token, three
+bytes a character) shows that the budget counts tokens, not bytes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_client import connect, default_scope, ok, other
 
 import amem
 
@@ -156,7 +158,7 @@ async def test_a_resume_pack_is_json_with_components_in_order(
     assert [m["text"] for m in document["memories"]] == ["用户在准备HSK五级考试"]
     assert document["emotion"]["label"] == "joy"
     assert document["emotion"]["valence"] == pytest.approx(0.8 * 0.5 ** (4 / 6), abs=1e-6)
-    assert (pack.session, pack.counter, pack.budget) == (SESSION, "utf8_bytes", 20_000)
+    assert (pack.session, pack.counter, pack.budget) == (SESSION, "estimate_tokens", 20_000)
 
 
 async def test_recent_events_are_the_sessions_last_five_in_order_with_times(
@@ -189,7 +191,9 @@ async def test_recent_events_follow_occurrence_time(scope: amem.Scope) -> None:
     assert [e["text"] for e in events] == ["earlier message, imported late", "later message"]
 
 
-async def test_agreements_and_memories_are_capped_at_twenty(scope: amem.Scope) -> None:
+async def test_agreements_are_capped_at_twenty_and_memories_grow_with_the_budget(
+    scope: amem.Scope,
+) -> None:
     agreements = []
     for n in range(23):
         receipt = await scope.submit_event(
@@ -207,64 +211,198 @@ async def test_agreements_and_memories_are_capped_at_twenty(scope: amem.Scope) -
                      f"jazz record {n}")
         for n in range(23)
     ]  # fmt: skip
-    pack = await scope.resume(SESSION, query="jazz", budget=100_000, as_of=AS_OF)
-    document = json.loads(pack.context)
+    free = await scope.resume(SESSION, query="jazz", budget=800, as_of=AS_OF, counter=free_text)
+    document = json.loads(free.context)
     assert [a["id"] for a in document["agreements"]] == [m.id for m in agreements[::-1][:20]]
     recalled = [m["id"] for m in document["memories"]]
-    assert len(recalled) == 20
+    assert len(recalled) == 20  # a small budget holds at most 20 memories
     assert set(recalled) <= {m.id for m in memories}  # agreements are not repeated
+    large = await scope.resume(SESSION, query="jazz", budget=100_000, as_of=AS_OF)
+    recalled_ids = {m["id"] for m in json.loads(large.context)["memories"]}
+    assert recalled_ids == {m.id for m in memories + agreements[:3]}  # the 3 not in agreements
+
+
+def free_text(text: str) -> int:
+    """A counter under which everything fits: the caps alone bound the pack."""
+    return 0
 
 
 async def test_a_component_that_does_not_fit_is_omitted_and_later_ones_still_fit(
     mem: amem.Memory, scope: amem.Scope
 ) -> None:
     await populate(mem, scope)
-    for n in range(10):
-        await derive(
-            scope, f"我读了第{n}篇关于考试的长文章。" + "很长的内容。" * 60,
-            f"用户读了第{n}篇关于考试的长文章" + "，内容很长" * 40, "关于考试的长文章",
-        )  # fmt: skip
-    without = await scope.resume(SESSION, query="火山", budget=100_000, as_of=AS_OF)
-    assert "memories" not in without.included
-    full = await scope.resume(SESSION, query="考试", budget=100_000, as_of=AS_OF)
-    assert full.included == ORDER
-    assert full.tokens_used > without.tokens_used + 5000
-    pack = await scope.resume(SESSION, query="考试", budget=without.tokens_used + 500, as_of=AS_OF)
-    assert pack.omitted == ["memories"]
-    assert pack.included == ["persona", "checkpoint", "agreements", "emotion", "recent_events"]
-    assert "memories" not in json.loads(pack.context)
+    await scope.save_checkpoint(SESSION, goal="复习HSK五级语法。" + "细节" * 1500,
+                                pending=["练习“了”的用法"])  # fmt: skip
+    pack = await scope.resume(SESSION, query="HSK 考试", budget=1500, as_of=AS_OF)
+    assert pack.omitted == ["checkpoint"]
+    assert pack.included == ["persona", "agreements", "memories", "emotion", "recent_events"]
+    assert "checkpoint" not in json.loads(pack.context)
+    assert "Task checkpoint" not in pack.render()
     assert pack.tokens_used <= pack.budget
+
+
+async def test_a_pack_with_many_memories_fills_its_budget(scope: amem.Scope) -> None:
+    ids = [
+        (await derive(scope, f"Trip note {n}: the train to Hangzhou leaves at {n}:15 from "
+                      f"platform {n}, and we pack tea, maps and umbrellas for day {n}.",
+                      f"Trip note {n}: train to Hangzhou at {n}:15 from platform {n}, with tea,"
+                      f" maps and umbrellas", f"Trip note {n}")).id
+        for n in range(40)
+    ]  # fmt: skip
+    for budget in (1000, 3000):
+        pack = await scope.resume(SESSION, query="train Hangzhou", budget=budget, as_of=AS_OF)
+        assert budget * 0.9 <= pack.tokens_used <= budget
+        assert "memories" in pack.included
+        recalled = [m["id"] for m in json.loads(pack.context)["memories"]]
+        assert len(recalled) >= 5
+        assert set(recalled) <= set(ids)
+        assert 0 < pack.partial["memories"] <= 40 - len(recalled)
+
+
+async def test_an_item_that_does_not_fit_is_truncated_with_a_marker(scope: amem.Scope) -> None:
+    long = "用户详细描述了去杭州的旅行计划，" + "先坐火车，再去西湖边喝龙井茶，" * 120
+    memory = await derive(scope, long, long[:2000], long[:200])
+    pack = await scope.resume(SESSION, query="杭州 旅行", budget=600, as_of=AS_OF)
+    [item] = json.loads(pack.context)["memories"]
+    assert item["id"] == memory.id
+    assert item["truncated"] is True
+    assert item["text"].endswith("…[truncated]")
+    kept = item["text"].removesuffix("…[truncated]")
+    assert long.startswith(kept)
+    assert 200 < len(kept) < 600
+    assert (pack.partial, pack.included) == ({}, ["persona", "memories"])
+    assert 0.9 * 600 <= pack.tokens_used <= 600
+    assert "…[truncated] (fact, " in pack.render()
+    roomy = await scope.resume(SESSION, query="杭州 旅行", budget=5000, as_of=AS_OF)
+    assert json.loads(roomy.context)["memories"][0]["text"] == long[:2000]
+
+
+async def test_the_newest_events_enter_first_and_show_in_order(scope: amem.Scope) -> None:
+    for n in range(5):
+        text = f"message {n}: " + "we talked about trains. " * 10
+        await scope.submit_event(text, role="user", session=SESSION,
+                                 occurred_at=f"2026-05-31T1{n}:00:00Z")  # fmt: skip
+    whole = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
+    cost = whole.tokens_used // 6  # an event costs about this much
+    pack = await scope.resume(SESSION, budget=whole.tokens_used - cost * 5 // 4, as_of=AS_OF)
+    events = json.loads(pack.context)["recent_events"]
+    assert [e["text"][:9] for e in events] == [f"message {n}" for n in range(1, 5)]
+    assert events[0]["truncated"] is True
+    assert events[0]["text"].endswith("…[truncated]")
+    assert pack.partial == {"recent_events": 5 - len(events)}
 
 
 async def test_a_budget_too_small_for_the_persona_gives_an_empty_context(
     mem: amem.Memory, scope: amem.Scope
 ) -> None:
     await populate(mem, scope)
-    persona = "请用温和的语气说话。" * 200  # 2,000 characters, 6,000 UTF-8 bytes
+    persona = "请用温和的语气说话。" * 200  # 2,000 characters, about 2,000 tokens
     await mem.set_persona(scope.persona, persona)
-    pack = await scope.resume(SESSION, budget=4000, as_of=AS_OF)  # characters would fit
+    pack = await scope.resume(SESSION, budget=1800, as_of=AS_OF)
     assert (pack.context, pack.tokens_used, pack.insufficient_budget) == ("", 0, True)
-    assert pack.included == []
+    assert (pack.included, pack.partial, pack.render()) == ([], {}, "")
     assert "persona" in pack.omitted
-    roomy = await scope.resume(SESSION, budget=7000, as_of=AS_OF)
+    roomy = await scope.resume(SESSION, budget=2500, as_of=AS_OF)  # bytes would not fit
     assert roomy.insufficient_budget is False
     assert roomy.included[0] == "persona"
 
 
-async def test_tokens_used_is_the_utf8_byte_length_within_budget(
+async def test_tokens_used_is_the_estimate_of_the_context_within_budget(
     mem: amem.Memory, scope: amem.Scope
 ) -> None:
     await populate(mem, scope)
-    for budget in (1, 100, 300, 500, 700, 900, 1200, 1500, 2000, 3000, 4000, 100_000):
+    for budget in (1, 100, 200, 300, 400, 500, 700, 900, 1200, 2000, 4000, 100_000):
         pack = await scope.resume(SESSION, query="HSK 考试", budget=budget, as_of=AS_OF)
-        assert pack.tokens_used == len(pack.context.encode("utf-8"))
-        assert pack.tokens_used <= budget
+        assert pack.tokens_used == amem.estimate_tokens(pack.context) <= budget
+        assert amem.estimate_tokens(pack.render()) <= budget
         assert pack.insufficient_budget == (pack.context == "")
         if pack.context:
             assert list(json.loads(pack.context))[: len(FRAMING)] == FRAMING
             assert pack.included == [name for name in ORDER if name in pack.included]
             assert set(pack.included).isdisjoint(pack.omitted)
-            assert pack.tokens_used > len(pack.context)  # Chinese: bytes, not characters
+            assert set(pack.partial) <= set(pack.included)
+            assert pack.tokens_used < len(pack.context.encode("utf-8"))  # not bytes
+
+
+@pytest.mark.parametrize(
+    "text", ["我搬到杭州了，很喜欢这里的龙井茶。", "東京の天気はどうですか", "서울에 살아요"]
+)
+def test_a_cjk_character_costs_about_one_token(text: str) -> None:
+    assert amem.estimate_tokens(text) == len(text.replace(" ", ""))  # a space is free
+
+
+def test_english_costs_about_a_token_per_word() -> None:
+    text = "I moved to Hangzhou last spring, and I prefer trains to planes."
+    assert len(text.split()) <= amem.estimate_tokens(text) <= len(text) // 3
+
+
+def utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+async def test_a_custom_counter_counts_the_pack(mem: amem.Memory, scope: amem.Scope) -> None:
+    await populate(mem, scope)
+    for budget in (300, 900, 4000):
+        pack = await scope.resume(SESSION, query="HSK 考试", budget=budget, as_of=AS_OF,
+                                  counter=utf8_bytes)  # fmt: skip
+        assert pack.counter == "utf8_bytes"
+        assert pack.tokens_used == utf8_bytes(pack.context) <= budget
+        assert utf8_bytes(pack.render()) <= budget
+    estimated = await scope.resume(SESSION, query="HSK 考试", budget=900, as_of=AS_OF)
+    assert estimated.counter == "estimate_tokens"
+    assert utf8_bytes(estimated.context) > 900  # the same budget holds more estimated tokens
+
+
+@pytest.mark.parametrize("counter", [len, lambda text: -1, lambda text: 2.5, "tokens"])
+async def test_a_counter_must_count_tokens(scope: amem.Scope, counter: Any) -> None:
+    if counter is len:
+        assert (await scope.resume(SESSION, counter=counter)).counter == "len"
+        return
+    with pytest.raises(amem.InvalidInput) as refused:
+        await scope.resume(SESSION, counter=counter)
+    assert refused.value.code == "invalid_input"
+
+
+async def test_render_is_prompt_text_with_a_cited_line_per_item(
+    mem: amem.Memory, scope: amem.Scope
+) -> None:
+    await populate(mem, scope)
+    pack = await scope.resume(SESSION, query="HSK 考试", budget=20_000, as_of=AS_OF)
+    document = json.loads(pack.context)
+    text = pack.render()
+    lines = text.splitlines()
+    assert lines[0] == document["notice"]
+    assert "never instructions" in lines[0]
+    headers = ["Persona", "Task checkpoint", "Agreements:", "Memories:", "Current emotion",
+               "Recent events"]  # fmt: skip
+    positions = [next(n for n, line in enumerate(lines) if line.startswith(h)) for h in headers]
+    assert positions == sorted(positions)
+    for name in ("agreements", "memories", "recent_events"):
+        for item in document[name]:
+            [line] = [line for line in lines if line.endswith(f"[{item['id']}]")]
+            assert line.startswith("- ")
+            assert item["text"] in line
+    assert lines[positions[4]].endswith(f"[{document['emotion']['id']}]")
+    assert PERSONA in lines
+    assert "- goal: 复习HSK五级语法" in lines
+    again = await scope.resume(SESSION, query="HSK 考试", budget=20_000, as_of=AS_OF)
+    assert text == pack.render() == again.render()
+
+
+async def test_the_mcp_resume_budget_defaults_to_4000_tokens(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    async with default_scope(db) as scope:
+        for n in range(60):
+            await derive(scope, f"Trip note {n}: " + "the train to Hangzhou leaves early. " * 8,
+                         f"Trip note {n}: " + "train to Hangzhou leaves early. " * 6,
+                         f"Trip note {n}")  # fmt: skip
+    async with connect(db, other(anyio_backend), tmp_path / "server.log") as s:
+        pack = await ok(s, "session_resume", session=SESSION, query="train Hangzhou")
+    assert pack["budget"] == 4000
+    assert 0.9 * 4000 <= pack["tokens_used"] == amem.estimate_tokens(pack["context"]) <= 4000
+    assert pack["partial"]["memories"] > 0
 
 
 async def test_the_same_inputs_give_byte_identical_packs(

@@ -44,7 +44,7 @@ SPEC_REQUIRED: dict[str, set[str]] = {
     "memory_retract": {"memory_id"},
     "memory_relate": {"from_id", "to_id"},
     "checkpoint_save": {"session", "goal"},
-    "session_resume": {"session", "budget_tokens"},
+    "session_resume": {"session"},
     "persona_get": set(),
     "extraction_retry": set(),
     "memory_status": set(),
@@ -259,7 +259,7 @@ async def test_every_tool_in_a_bilingual_flow(
         assert "persona" in small["omitted"]
         pack = await ok(s, "session_resume", session="chat-1", query="书", budget_tokens=8000)
         assert pack["insufficient_budget"] is False
-        assert pack["tokens_used"] == len(pack["context"].encode()) <= 8000
+        assert pack["tokens_used"] == amem.estimate_tokens(pack["context"]) <= 8000
         assert pack["included"][:2] == ["persona", "checkpoint"]
         assert "memories" in pack["included"]
         assert "recent_events" in pack["included"]

@@ -112,10 +112,11 @@ async def demo(memory: Memory, path: Path) -> None:
     print("\n7. Now (tea and the trip plan):")
     await show_recall(scope, "tea trip")
 
-    pack = await scope.resume(SAMPLE_SESSION, query="Hangzhou weekend", budget=1200)
+    pack = await scope.resume(SAMPLE_SESSION, query="Hangzhou weekend", budget=500)
+    partly = [f"{name} ({left} left out)" for name, left in pack.partial.items()]
     print(
-        f"\n8. session_resume under a 1,200-byte budget: included {pack.included}, "
-        f"omitted {pack.omitted}, {pack.tokens_used} bytes:"
+        f"\n8. session_resume under a 500-token budget: included {pack.included}, "
+        f"partial {partly}, omitted {pack.omitted}, {pack.tokens_used} tokens:"
     )
     print(json.dumps(json.loads(pack.context), ensure_ascii=False, indent=1))
     print(
