@@ -18,6 +18,8 @@ from .inputs import require_int, require_name
 from .limits import MAX_BUDGET, MAX_CAPTURE_ENTRIES, MAX_KEEP_NOTES
 from .memory import Scope
 from .models import ContextPack, EventReceipt, TurnEnd
+from .store.packs import DEFAULT_BUDGET
+from .tokens import TokenCounter, estimate_tokens
 
 TURN_FIELDS = frozenset(("role", "text", "event_id", "occurred_at"))
 """What one message of a turn may say; the session adds its own session name."""
@@ -29,7 +31,8 @@ class AgentSession:
     """One conversation of an agent loop, in one scope: remember each turn, prefetch a
     budgeted pack for the next model call, run amem's tools for the model, end the turn.
 
-    ``budget`` is ``prefetch``'s default, in tokens. ``end_turn`` runs
+    ``budget`` is ``prefetch``'s default, in tokens as ``counter`` counts them (the
+    model's tokenizer, or amem's offline estimate by default). ``end_turn`` runs
     ``compact_working(session, keep=compact_keep)`` when ``compact_keep`` is given (None:
     no compaction), then ``consolidate()`` when ``consolidate`` is true.
     """
@@ -39,17 +42,21 @@ class AgentSession:
         scope: Scope,
         session: str,
         *,
-        budget: int = 4000,
+        budget: int = DEFAULT_BUDGET,
+        counter: TokenCounter = estimate_tokens,
         consolidate: bool = True,
         compact_keep: int | None = None,
     ) -> None:
         if not isinstance(scope, Scope):
             raise InvalidInput("scope must be a Scope (Memory.scope gives one)")
+        if not callable(counter):
+            raise InvalidInput("counter must be a function from text to a token count")
         if not isinstance(consolidate, bool):
             raise InvalidInput("consolidate must be true or false")
         self.scope = scope
         self.session = require_name(session, "session")
         self.budget = require_int(budget, "budget", low=1, high=MAX_BUDGET)
+        self.counter = counter
         self.consolidate = consolidate
         self.compact_keep = (
             None
@@ -81,9 +88,13 @@ class AgentSession:
 
     async def prefetch(self, query: str, budget: int | None = None) -> ContextPack:
         """The context pack for the next model call: ``Scope.resume`` of this session,
-        recalling for ``query``, within ``budget`` tokens (default: the session's)."""
+        recalling for ``query``, within ``budget`` tokens (default: the session's) under the
+        session's counter. ``pack.render()`` is its prompt text."""
         return await self.scope.resume(
-            self.session, query=query, budget=self.budget if budget is None else budget
+            self.session,
+            query=query,
+            budget=self.budget if budget is None else budget,
+            counter=self.counter,
         )
 
     def tool_schemas(self) -> list[dict[str, Any]]:

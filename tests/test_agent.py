@@ -138,6 +138,21 @@ async def test_prefetch_packs_what_the_session_remembered(
         await agent.prefetch("杭州", budget=0)
 
 
+async def test_prefetch_counts_tokens_with_the_sessions_counter(scope: amem.Scope) -> None:
+    agent = amem.AgentSession(scope, "chat-1", budget=800, counter=len)
+    await agent.remember_turn(TURN)
+
+    pack = await agent.prefetch("杭州 高铁")
+
+    assert pack.counter == "len"
+    assert len(pack.context) == pack.tokens_used <= 800
+    assert "只坐高铁" in pack.render()
+    estimated = await amem.AgentSession(scope, "chat-1", budget=300).prefetch("杭州 高铁")
+    assert estimated.counter == "estimate_tokens"
+    with pytest.raises(amem.InvalidInput):
+        amem.AgentSession(scope, "chat-1", counter="cl100k")  # type: ignore[arg-type]
+
+
 async def test_the_session_budget_is_the_default(scope: amem.Scope) -> None:
     await scope.submit_event("hello", role="user", session="chat-2")
     pack = await amem.AgentSession(scope, "chat-2", budget=1500).prefetch("hello")
