@@ -123,8 +123,8 @@ class AgentSession:
             args = {}
         elif not isinstance(args, Mapping):
             raise InvalidInput("tool arguments must be a mapping")
-        fixed = {"persona": self.scope.persona, "project": self.scope.project}
-        if any(args.get(key, fixed[key]) not in (None, fixed[key]) for key in fixed):
+        fixed = {name: getattr(self.scope, name) for name in SCOPE_ARGUMENTS}
+        if any(args.get(name) not in (None, own) for name, own in fixed.items()):
             raise InvalidInput("persona and project are the session's own; a tool cannot move them")
         served = tools.Served(self.scope._memory, self.scope.persona, self.scope.project)
         result = await tools.run(served, tool, args)

@@ -2,13 +2,14 @@
 
 AmemError (code: str)
   InvalidInput      invalid_input, invalid_time, quote_mismatch, role_violation,
-                    not_configured, path_not_allowed
+                    not_configured, path_not_allowed, port_unavailable
   Conflict          duplicate_conflict, version_conflict, erased
   NotFound          not_found
   BudgetTooSmall    insufficient_budget
   StorageError      schema_too_new, not_amem_database, not_a_database, read_only,
                     storage_full, database_busy, storage_error, archive_invalid,
-                    target_exists, capacity_exceeded
+                    target_exists, capacity_exceeded, no_database,
+                    schema_too_old
   UpstreamError     extraction_failed, embedding_failed
   Closed            closed
 

@@ -340,14 +340,26 @@ def utf8_bytes(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-async def test_a_custom_counter_counts_the_pack(mem: amem.Memory, scope: amem.Scope) -> None:
+def dear_lines(text: str) -> int:
+    """Characters, and 50 more a line break: the prompt text costs more than the JSON."""
+    return len(text) + 50 * text.count("\n")
+
+
+@pytest.mark.parametrize("counter", [utf8_bytes, dear_lines])
+async def test_a_custom_counter_counts_the_pack(
+    mem: amem.Memory, scope: amem.Scope, counter: amem.TokenCounter
+) -> None:
     await populate(mem, scope)
-    for budget in (300, 900, 4000):
+    for budget in (150, 300, 600, 900, 4000):
         pack = await scope.resume(SESSION, query="HSK 考试", budget=budget, as_of=AS_OF,
-                                  counter=utf8_bytes)  # fmt: skip
-        assert pack.counter == "utf8_bytes"
-        assert pack.tokens_used == utf8_bytes(pack.context) <= budget
-        assert utf8_bytes(pack.render()) <= budget
+                                  counter=counter)  # fmt: skip
+        assert pack.counter == counter.__name__
+        assert pack.tokens_used == counter(pack.context) <= budget
+        assert counter(pack.render()) <= budget
+
+
+async def test_the_default_counter_is_the_estimate(mem: amem.Memory, scope: amem.Scope) -> None:
+    await populate(mem, scope)
     estimated = await scope.resume(SESSION, query="HSK 考试", budget=900, as_of=AS_OF)
     assert estimated.counter == "estimate_tokens"
     assert utf8_bytes(estimated.context) > 900  # the same budget holds more estimated tokens
@@ -361,6 +373,19 @@ async def test_a_counter_must_count_tokens(scope: amem.Scope, counter: Any) -> N
     with pytest.raises(amem.InvalidInput) as refused:
         await scope.resume(SESSION, counter=counter)
     assert refused.value.code == "invalid_input"
+
+
+def a_million(text: str) -> int:
+    return 1_000_000
+
+
+async def test_a_counter_that_finds_every_text_too_big_gives_an_empty_context(
+    mem: amem.Memory, scope: amem.Scope
+) -> None:
+    await populate(mem, scope)
+    pack = await scope.resume(SESSION, budget=999_999, as_of=AS_OF, counter=a_million)
+    assert (pack.context, pack.tokens_used, pack.insufficient_budget) == ("", 0, True)
+    assert pack.counter == "a_million"
 
 
 async def test_render_is_prompt_text_with_a_cited_line_per_item(

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 from pydantic import BaseModel, ValidationError
@@ -24,11 +25,19 @@ from pydantic import BaseModel, ValidationError
 from .. import __version__
 from ..config import Settings, default_db_path
 from ..errors import AmemError, InvalidInput
+from ..hosts import claude_code
 from ..inputs import validation_problems
 from ..limits import DEFAULT_LIST_LIMIT
 from ..memory import Memory, Scope
 from ..memory import open as open_memory
-from ..models import RECALL_MODES, ROLES, SUBMITTABLE_CATEGORIES, ArchiveResult, Erasure
+from ..models import (
+    RECALL_MODES,
+    ROLES,
+    SUBMITTABLE_CATEGORIES,
+    ArchiveResult,
+    CaptureResult,
+    Erasure,
+)
 from .demo import SAMPLE_PERSONA, SAMPLE_PROJECT, demo
 from .show import capacity_lines, listing_lines, recall_line, scope_lines, status_lines
 
@@ -38,7 +47,12 @@ BACKENDS = ("asyncio", "trio")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``amem`` and ``python -m amem``; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        if exc.code == 2:
+            return usage_error(argv)
+        raise
     if args.command is None or not hasattr(args, "run"):
         (args.help_parser if hasattr(args, "help_parser") else parser).print_help()
         return 2
@@ -46,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             "amem: error: --backend trio needs trio installed (pip install trio)", file=sys.stderr
         )
-        return 2
+        return usage_error(argv)
     try:
         result: int = anyio.run(args.run, args, backend=args.backend)
     except AmemError as exc:
@@ -62,6 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     return result
+
+
+def usage_error(argv: Sequence[str] | None) -> int:
+    """The exit status of a usage error: 2, except for ``claude-code-hook``, to which
+    Claude Code would read 2 as "block" (compaction, stopping): 1 shows the error only."""
+    words = sys.argv[1:] if argv is None else argv
+    return 1 if list(words[:1]) == ["claude-code-hook"] else 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -374,6 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_browse_commands(command)
     add_tier_commands(command)
+    add_claude_code_commands(command)
+    add_inspect_command(command)
     return parser
 
 
@@ -502,6 +525,53 @@ def add_browse_commands(command: Callable[..., argparse.ArgumentParser]) -> None
     limits.add_argument("--max-events", metavar="N", help="a number of events, or 'none'")
     limits.add_argument("--max-text-bytes", metavar="N", help="a number of bytes, or 'none'")
     limits.add_argument("--clear", action="store_true", help="remove both limits")
+
+
+def add_inspect_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``inspect``: the read-only web page (``amem.inspector``)."""
+    inspect = command(
+        "inspect",
+        run_inspect,
+        "browse the database in a local web page (read-only)",
+        (
+            "Serve a read-only web page on 127.0.0.1 (never on another address) over the "
+            "database: scopes with their counts, each scope's memories with their validity "
+            "intervals (and an as_of control), its timeline of events, search with score "
+            "components, and each memory's corrections and relations drawn as a small graph. "
+            "The file is opened read-only: never created, never migrated, never written. "
+            "The URL goes to stderr (with --persona/--project: that scope's page); Ctrl-C "
+            "stops. Runs on asyncio."
+        ),
+    )
+    inspect.add_argument(
+        "--port", type=int, default=0, help="TCP port on 127.0.0.1 (default 0: a free one)"
+    )
+    inspect.add_argument("--open", action="store_true", help="open the page in a web browser")
+
+
+async def run_inspect(args: argparse.Namespace) -> int:
+    # imported here: only this command needs starlette and uvicorn loaded
+    from ..inspector.app import create_app
+    from ..inspector.server import serve
+    from ..inspector.source import readable_file
+
+    if args.backend != "asyncio":  # uvicorn serves on asyncio only
+        raise InvalidInput("amem inspect runs on asyncio; leave out --backend trio")
+    if not 0 <= args.port <= 65535:
+        raise InvalidInput("--port must be between 0 and 65535")
+    settings = settings_for(args)
+    path = await anyio.to_thread.run_sync(readable_file, args.db or default_db_path(settings))
+    scope = {"persona": settings.default_persona, "project": settings.default_project}
+    start = "/scope?" + urlencode(scope) if args.persona or args.project else "/"
+
+    def announce(url: str) -> None:
+        print(f"amem inspect: serving {path} read-only at {url} (Ctrl-C stops)", file=sys.stderr)
+
+    await serve(
+        create_app(path, settings), port=args.port, path=start, announce=announce,
+        open_browser=args.open,
+    )  # fmt: skip
+    return 0
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -993,3 +1063,89 @@ async def run_compact_working(args: argparse.Namespace) -> int:
         )
     show(args, done, text)
     return 0
+
+
+# --- Claude Code: its session transcripts, captured from a hook or afterwards ------------
+
+
+def add_claude_code_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``claude-code-hook`` and ``claude-code-capture`` (see docs/host-capture.md)."""
+    command(
+        "claude-code-hook",
+        run_claude_code_hook,
+        "capture a Claude Code session, as its hook (JSON on stdin)",
+        (
+            "Run as a Claude Code command hook (PreCompact, SessionEnd, Stop, ...): read the "
+            "hook's JSON from stdin (session_id, transcript_path) and capture the session's "
+            "transcript into the scope, its user and assistant text, each line once: only "
+            "the lines past the session's cursor are stored, so running it again stores "
+            "nothing twice. Prints nothing on stdout (Claude Code reads it); a summary goes "
+            "to stderr. Exits 0 on success and 1 on any error, never 2 (which Claude Code "
+            "reads as 'block compaction' or 'do not stop')."
+        ),
+    )
+    capture = command(
+        "claude-code-capture",
+        run_claude_code_capture,
+        "capture Claude Code transcript files (a backfill)",
+        (
+            "Capture Claude Code transcript files (~/.claude/projects/PROJECT/SESSION.jsonl) "
+            "the way claude-code-hook does, e.g. sessions that ended before the hook was "
+            "set up. Each file is its session, named by the file (SESSION.jsonl), and shares "
+            "that session's cursor with the hook: nothing is stored twice."
+        ),
+    )
+    capture.add_argument("files", metavar="TRANSCRIPT", nargs="+", type=Path)
+    capture.add_argument(
+        "--session", help="the session ID (one TRANSCRIPT only; default: its file name)"
+    )
+
+
+async def run_claude_code_hook(args: argparse.Namespace) -> int:
+    # stdout is Claude Code's (it parses JSON there): this command writes only to stderr
+    hook = await anyio.to_thread.run_sync(claude_code.read_hook_input, sys.stdin.fileno())
+    transcript = await anyio.to_thread.run_sync(
+        claude_code.read_transcript, hook.transcript_path, hook.session_id
+    )
+    async with opened(args) as (_, scope):
+        result = await claude_code.capture(scope, transcript)
+    warn_left_out(transcript)
+    print(f"amem: {hook.event or 'hook'}: {capture_line(transcript, result)}", file=sys.stderr)
+    return 0
+
+
+async def run_claude_code_capture(args: argparse.Namespace) -> int:
+    if args.session is not None and len(args.files) > 1:
+        raise InvalidInput("--session names the session of one TRANSCRIPT; give one file")
+    transcripts = [
+        await anyio.to_thread.run_sync(claude_code.read_transcript, path, args.session or path.stem)
+        for path in args.files
+    ]  # all read before the database opens: a missing file changes nothing
+    results = []
+    async with opened(args) as (_, scope):
+        for transcript in transcripts:
+            warn_left_out(transcript)
+            report = progress(f"claude-code-capture {transcript.session}")
+            results.append(await claude_code.capture(scope, transcript, progress=report))
+    lines = [capture_line(t, r) for t, r in zip(transcripts, results, strict=True)]
+    show(args, {"captures": [r.model_dump(mode="json") for r in results]}, "\n".join(lines))
+    return 0
+
+
+def capture_line(transcript: claude_code.Transcript, result: CaptureResult) -> str:
+    return (
+        f"session {transcript.session}: cursor {result.cursor}: stored {len(result.stored)}, "
+        f"{len(result.duplicates)} already stored, {result.skipped} skipped"
+    )
+
+
+def warn_left_out(transcript: claude_code.Transcript) -> None:
+    """On stderr: the transcript's lines left out because they are not JSON objects."""
+    if transcript.malformed:
+        numbers = ", ".join(map(str, transcript.malformed[:10]))
+        more = ", ..." if len(transcript.malformed) > 10 else ""
+        print(
+            f"amem: warning: session {transcript.session}: {len(transcript.malformed)} "
+            f"transcript lines are not JSON objects, left out (lines {numbers}{more})",
+            file=sys.stderr,
+        )

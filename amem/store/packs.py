@@ -7,11 +7,12 @@ growth records), ``memories`` (recalled: up to 20, more for large budgets), ``em
 (current) and ``recent_events`` (the session's last 5 events, chronological, with
 occurrence times). The persona, checkpoint and emotion go in whole or not at all; list
 components take their items one by one in priority order (agreements newest first,
-memories by ``memory_order``, events newest first) while they fit, and an item that does
-not fit keeps as much of its text as fits, ending in ``TRUNCATION_MARK`` and flagged
-``truncated``. A component with no item that fits is named in ``omitted``, one with some
-items left out in ``partial``; later, smaller components may still fit. If the persona and
-framing alone do not fit, the context is empty and ``insufficient_budget`` is set.
+memories by ``memory_order``, events newest first) until one does not fit: that one
+keeps as much of its text as fits (at least ``MIN_TRUNCATED_CHARS``), ending in
+``TRUNCATION_MARK`` and flagged ``truncated``, and the component is full. A component
+with no item that fits is named in ``omitted``, one with some items left out in
+``partial``; later, smaller components may still fit. If the persona and framing alone do
+not fit, the context is empty and ``insufficient_budget`` is set.
 
 Tokens are counted by a ``TokenCounter`` (``amem.estimate_tokens`` unless the caller gives
 one). Metadata and MCP or host overhead are outside the budget. The same inputs (including
@@ -204,6 +205,8 @@ def pack(
     limit = budget
     while True:
         packed = fill(framing, components, limit, counter)
+        if packed.insufficient_budget:
+            return packed
         over = max(packed.tokens_used, counter(render_context(packed.context))) - budget
         if over <= 0:
             return packed
@@ -256,9 +259,10 @@ def fill_list(
     name: str, items: list[dict[str, Any]], room: int, counter: TokenCounter
 ) -> tuple[str | None, int, int]:
     """``(piece, cost, items left out)``: the items of a list component that fit in
-    ``room`` tokens, taken in priority order; an item that does not fit is truncated when
-    enough of its text fits, else left out while later (smaller) ones are still tried.
-    ``piece`` is None when no item fits."""
+    ``room`` tokens, taken in priority order until one does not fit; that one keeps as
+    much of its text as fits, if enough does, and closes the component (what is left is
+    too small to matter, and later items are not serialised for nothing). ``piece`` is
+    None when no item fits."""
     opening = f",{json.dumps(name)}:["
     cost = counter(opening) + counter("]")
     comma = counter(",")
@@ -269,10 +273,11 @@ def fill_list(
         item_cost = counter(encoded) + separator
         if cost + item_cost > room:
             cut = truncated(item, room - cost - separator, counter)
-            if cut is None:
-                continue
-            encoded = pack_json(cut)
-            item_cost = counter(encoded) + separator
+            if cut is not None:
+                encoded = pack_json(cut)
+                chosen.append(encoded)
+                cost += counter(encoded) + separator
+            break
         chosen.append(encoded)
         cost += item_cost
     if not chosen:

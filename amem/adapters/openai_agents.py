@@ -1,0 +1,181 @@
+"""The OpenAI Agents SDK ``Session`` protocol, kept in an amem scope.
+
+``AmemSession(scope, session_id)`` stores each conversation item as one event of ``scope``
+whose ``session`` is ``session_id``, in the order added:
+
+- a plain message, exactly ``{"role": "user" | "assistant" | "system", "content": "text"}``
+  (what ``Runner.run`` makes of a string input), as that text with that role, category
+  ``conversation``: found by ``recall`` and a source of memories, like any chat turn;
+- every other item (the model's output messages, tool calls and their outputs, reasoning)
+  as its JSON, category ``reference``: archived, neither searched nor extracted, with the
+  role of whoever produced it.
+
+``get_items`` decodes them back, so it returns exactly what was added. ``pop_item`` and
+``clear_session`` erase for good, as ``Scope.delete`` and ``Scope.erase`` do.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, cast
+
+try:
+    from agents import TResponseInputItem
+    from agents.memory import SessionSettings
+    from agents.memory.session_settings import resolve_session_limit
+except ImportError as error:  # pragma: no cover - the dev group installs the extra
+    raise ImportError(
+        "amem.adapters.openai_agents needs the OpenAI Agents SDK: "
+        "install amem with the 'openai-agents' extra (pip install 'amem[openai-agents]')"
+    ) from error
+
+import amem
+
+__all__ = ["AmemSession"]
+
+CAPTURE_INSTANCE = "openai-agents"
+"""The capture cursor ``add_items`` moves: one per scope, shared by its sessions."""
+SOURCE = "openai-agents"
+MESSAGE_ROLES = ("user", "assistant", "system")
+ITEM_CATEGORIES = ("conversation", "reference")
+"""Event categories that hold items; a correction event in the session is not one."""
+ITEM_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+LIST_PAGE = 500
+"""The most events ``Scope.list`` returns at once."""
+READ_PAGE = 100_000
+"""The longest page ``Scope.read`` serves (an event's whole text)."""
+
+
+class AmemSession:
+    """One agent conversation (``session_id``) as events of ``scope``; an OpenAI Agents SDK
+    ``Session``: pass it as ``Runner.run(agent, input, session=...)``.
+
+    ``session_settings.limit`` is the number of latest items ``get_items`` returns when it
+    is given no ``limit`` (None: all). ``session_id`` follows amem's rules for a session
+    name (1 to 200 characters, no control characters).
+    """
+
+    def __init__(
+        self,
+        scope: amem.Scope,
+        session_id: str,
+        *,
+        session_settings: SessionSettings | None = None,
+    ) -> None:
+        self.scope = scope
+        self.session_id = session_id
+        self.session_settings = session_settings
+
+    def __repr__(self) -> str:
+        return f"AmemSession({self.scope!r}, {self.session_id!r})"
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The latest ``limit`` items (all when None and no settings limit), oldest first."""
+        wanted = resolve_session_limit(limit, self.session_settings)
+        if wanted is not None and wanted <= 0:
+            return []
+        newest = await self._newest_items(wanted)
+        return [item for _, item in reversed(newest)]
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append ``items`` in one transaction: all are stored, in order, or none is
+        (an item amem refuses, such as one longer than 100,000 characters, raises
+        ``amem.InvalidInput``)."""
+        if not items:
+            return
+        entries = [self._entry(item) for item in items]
+        while True:  # the cursor only orders writers: whoever lost the race resends
+            cursor = await self.scope.capture_cursor(CAPTURE_INSTANCE)
+            try:
+                await self.scope.host_ingest(
+                    CAPTURE_INSTANCE, entries, start=cursor, expected_cursor=cursor
+                )
+            except amem.Conflict as conflict:
+                if conflict.code != "version_conflict":
+                    raise
+            else:
+                return
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove and return the latest item (None when there is none). Its event is
+        erased with everything derived from it, as ``Scope.delete`` does."""
+        while True:
+            newest = await self._newest_items(1)
+            if not newest:
+                return None
+            [(event_id, item)] = newest
+            try:
+                await self.scope.delete(event_id=event_id)
+            except amem.NotFound:  # a concurrent pop took it: pop the next one
+                continue
+            return item
+
+    async def clear_session(self) -> None:
+        """Erase every event of this session, with everything derived from them, as
+        ``Scope.erase(session=...)`` does."""
+        await self.scope.erase(session=self.session_id)
+
+    def _entry(self, item: TResponseInputItem) -> dict[str, Any]:
+        """The ``host_ingest`` entry that stores ``item`` so ``decode`` gives it back."""
+        entry = {"event_id": f"oai_{uuid.uuid4().hex}", "session": self.session_id,
+                 "source": SOURCE}  # fmt: skip
+        fields = cast(dict[str, Any], item)
+        if is_plain_message(fields):
+            return entry | {"text": fields["content"], "role": fields["role"]}
+        text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+        return entry | {"text": text, "role": item_role(fields), "category": "reference"}
+
+    async def _newest_items(self, count: int | None) -> list[tuple[str, TResponseInputItem]]:
+        """Up to ``count`` (None: every) items of the session, newest first, with their
+        event IDs. Events of other categories (corrections) are not items."""
+        found: list[tuple[str, TResponseInputItem]] = []
+        cursor = None
+        while True:
+            most = LIST_PAGE if count is None else min(LIST_PAGE, count - len(found))
+            page = await self.scope.list("events", session=self.session_id, cursor=cursor,
+                                         limit=most)  # fmt: skip
+            for event in cast(list[amem.ListedEvent], page.items):
+                if event.category in ITEM_CATEGORIES:
+                    text = await self._whole_text(event) if event.truncated else event.text
+                    found.append((event.id, decode(event.category, event.role, text)))
+            if page.next_cursor is None or len(found) == count:
+                return found
+            cursor = page.next_cursor
+
+    async def _whole_text(self, event: amem.ListedEvent) -> str:
+        pages: list[str] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = await self.scope.read(event.id, offset=offset, limit=READ_PAGE)
+            pages.append(page.text)
+            offset = page.next_offset
+        return "".join(pages)
+
+
+def is_plain_message(item: dict[str, Any]) -> bool:
+    """Whether ``item`` is a message amem can keep as plain text and give back as it was."""
+    content = item.get("content")
+    return (
+        item.keys() == {"role", "content"}
+        and item["role"] in MESSAGE_ROLES
+        and isinstance(content, str)
+        and content.strip() != ""
+        and "\x00" not in content
+    )
+
+
+def item_role(item: dict[str, Any]) -> str:
+    """Who produced an item: its message role, ``tool`` for a tool's output, else the
+    assistant (tool calls, reasoning)."""
+    role = ITEM_ROLES.get(str(item.get("role")))
+    if role is not None:
+        return role
+    return "tool" if str(item.get("type", "")).endswith("_output") else "assistant"
+
+
+def decode(category: str, role: str, text: str) -> TResponseInputItem:
+    """The item an event of this adapter holds."""
+    if category == "reference":
+        return cast(TResponseInputItem, json.loads(text))
+    return cast(TResponseInputItem, {"role": role, "content": text})

@@ -1,0 +1,398 @@
+"""The inspector's pages, rendered on the server as plain HTML.
+
+Memory and event text is untrusted (anything a user or a model said), so every value
+goes through ``escape`` on its way into a page, attributes and SVG included; the
+response headers (``app``) also forbid scripts, so a missed escape could not run one.
+There is no JavaScript at all: links and GET forms do everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from html import escape
+from urllib.parse import urlencode
+
+from ..models import Evidence, ListedEvent, ListedMemory, Listing, RecallItem
+from .graph import MAX_NODES, Graph, svg
+from .queries import MemoryDetail, ScopesPage
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 0 2em 2em; color: #222; }
+header { border-bottom: 1px solid #ccc; padding: .6em 0; margin-bottom: 1em; }
+header .ro { color: #777; font-size: 12px; margin-left: 1em; }
+nav a { margin-right: 1em; } nav a.here { font-weight: bold; text-decoration: none; color: #222; }
+table { border-collapse: collapse; margin: .5em 0 1em; }
+th, td { border-bottom: 1px solid #e3e3e3; padding: .25em .6em; text-align: left; }
+td { vertical-align: top; }
+th { background: #f4f4f4; } span.num { text-align: right; font-variant-numeric: tabular-nums; }
+.flag { font-size: 11px; padding: 0 .4em; border-radius: 3px; background: #eee; margin-left: .3em; }
+.revoked { background: #f6d5d5; } .expired { background: #e4dcf3; } .raw { background: #fde9c4; }
+pre.text { white-space: pre-wrap; background: #fafafa; border: 1px solid #e3e3e3; padding: .8em; }
+form { margin: .5em 0 1em; } input[type=text] { width: 22em; } .error { color: #a00; }
+.pager a { margin-right: 1.5em; } .muted { color: #777; }
+"""
+
+
+def href(path: str, **params: object) -> str:
+    """A URL of the inspector; parameters that are None are left out."""
+    given = {name: str(value) for name, value in params.items() if value is not None}
+    return path + ("?" + urlencode(given) if given else "")
+
+
+def link(url: str, text: str, *, here: bool = False) -> str:
+    return f'<a href="{escape(url)}"{" class=here" if here else ""}>{escape(text)}</a>'
+
+
+def when(value: datetime | None, empty: str = "—") -> str:
+    return empty if value is None else value.isoformat()
+
+
+def table(headings: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A table whose cells are already HTML (each caller escapes what it puts in one)."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in headings)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def flag(text: str, css: str = "") -> str:
+    return f'<span class="flag {css}">{escape(text)}</span>'
+
+
+def layout(title: str, body: str, *, path: str) -> str:
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)} · amem inspector</title><style>{STYLE}</style></head><body>"
+        f'<header><a href="/">amem inspector</a> · <span>{escape(path)}</span> '
+        '<span class="ro">read-only</span></header>'
+        f"<main><h1>{escape(title)}</h1>{body}</main></body></html>"
+    )
+
+
+def pager(first: str | None, following: str | None) -> str:
+    links = []
+    if first is not None:
+        links.append(link(first, "« first page"))
+    if following is not None:
+        links.append(link(following, "next page »"))
+    return f'<p class="pager">{"".join(links)}</p>' if links else ""
+
+
+def scopes(page: ScopesPage, *, path: str, limit: int, cursor: str | None) -> str:
+    rows = [
+        (
+            link(
+                href("/scope", persona=s.persona, project=s.project), f"{s.persona} / {s.project}"
+            ),
+            escape(s.persona),
+            escape(s.project),
+            f'<span class="num">{s.events}</span>',
+            f'<span class="num">{s.memories}</span>',
+        )
+        for s in page.scopes
+    ]
+    following = (
+        None if page.next_cursor is None else href("/", cursor=page.next_cursor, limit=limit)
+    )
+    body = (
+        f"<p>{page.total} scope{'s' * (page.total != 1)} with events or memories.</p>"
+        + table(("scope", "persona", "project", "events", "current memories"), rows)
+        + pager(href("/", limit=limit) if cursor else None, following)
+    )
+    return layout("Scopes", body, path=path)
+
+
+TABS = (("/scope", "memories"), ("/events", "events"), ("/search", "search"))
+
+
+def scope_nav(persona: str, project: str, here: str) -> str:
+    tabs = " ".join(
+        link(href(url, persona=persona, project=project), name, here=url == here)
+        for url, name in TABS
+    )
+    return f"<nav>{tabs}</nav>"
+
+
+def scope_title(persona: str, project: str) -> str:
+    return f"{persona} / {project}"
+
+
+def totals_line(listing: Listing, one: str, many: str) -> str:
+    parts = ", ".join(f"{n} {escape(k)}" for k, n in listing.totals.items() if n)
+    noun = one if listing.total == 1 else many
+    return f"<p>{listing.total} {noun}{f' ({parts})' if parts else ''}.</p>"
+
+
+def memories(
+    listing: Listing,
+    *,
+    path: str,
+    as_of: str | None,
+    limit: int,
+    cursor: str | None,
+) -> str:
+    persona, project = listing.persona, listing.project
+    form = (
+        '<form method="get" action="/scope">'
+        f'<input type="hidden" name="persona" value="{escape(persona)}">'
+        f'<input type="hidden" name="project" value="{escape(project)}">'
+        '<label>as_of <input type="text" name="as_of" placeholder="2026-01-01T00:00:00Z" '
+        f'value="{escape(as_of or "")}"></label> <button>show</button> '
+        f"{link(href('/scope', persona=persona, project=project), 'all memories')}</form>"
+    )
+    if as_of:
+        scope_line = (
+            f"<p>Memories valid at <b>{escape(as_of)}</b> (not revoked, started, not ended).</p>"
+        )
+    else:
+        scope_line = "<p>Every memory, revoked and expired ones flagged.</p>"
+    rows = [memory_row(m, persona, project) for m in listing.items if isinstance(m, ListedMemory)]
+    following = (
+        None
+        if listing.next_cursor is None
+        else href(
+            "/scope",
+            persona=persona,
+            project=project,
+            as_of=as_of,
+            cursor=listing.next_cursor,
+            limit=limit,
+        )
+    )
+    first = href("/scope", persona=persona, project=project, as_of=as_of, limit=limit)
+    body = (
+        scope_nav(persona, project, "/scope")
+        + form
+        + scope_line
+        + totals_line(listing, "memory", "memories")
+        + table(
+            ("memory", "kind", "basis", "subject · key", "valid from", "valid until", "said by"),
+            rows,
+        )
+        + pager(first if cursor else None, following)
+    )
+    return layout(scope_title(persona, project), body, path=path)
+
+
+def memory_row(m: ListedMemory, persona: str, project: str) -> list[str]:
+    flags = (flag("revoked", "revoked") if m.revoked else "") + (
+        flag("expired", "expired") if m.expired else ""
+    )
+    key = " · ".join(escape(part) for part in (m.subject, m.fact_key) if part)
+    return [
+        link(href("/memory", persona=persona, project=project, id=m.id), m.text) + flags,
+        escape(m.kind),
+        escape(m.basis),
+        key,
+        escape(when(m.valid_at)),
+        escape(when(m.invalid_at, "open")),
+        escape(m.role),
+    ]
+
+
+def events(listing: Listing, *, path: str, limit: int, cursor: str | None) -> str:
+    persona, project = listing.persona, listing.project
+    rows = [event_row(e, persona, project) for e in listing.items if isinstance(e, ListedEvent)]
+    following = (
+        None
+        if listing.next_cursor is None
+        else href(
+            "/events", persona=persona, project=project, cursor=listing.next_cursor, limit=limit
+        )
+    )
+    first = href("/events", persona=persona, project=project, limit=limit)
+    body = (
+        scope_nav(persona, project, "/events")
+        + "<p>The timeline of original events, newest stored first.</p>"
+        + totals_line(listing, "event", "events")
+        + table(("seq", "occurred at", "role", "category", "session", "status", "text"), rows)
+        + pager(first if cursor else None, following)
+    )
+    return layout(scope_title(persona, project), body, path=path)
+
+
+def event_row(e: ListedEvent, persona: str, project: str) -> list[str]:
+    text = e.text + ("…" if e.truncated else "")
+    return [
+        f'<span class="num">{e.seq}</span>',
+        escape(when(e.occurred_at)),
+        escape(e.role),
+        escape(e.category),
+        escape(e.session or ""),
+        escape(e.status),
+        link(href("/event", persona=persona, project=project, id=e.id), text),
+    ]
+
+
+RESULT_HEADINGS = ("#", "score", "text", "kind", "lexical", "semantic", "link", "basis",
+                   "confidence", "freshness")  # fmt: skip
+
+
+def search(
+    persona: str,
+    project: str,
+    *,
+    path: str,
+    query: str,
+    as_of: str | None,
+    history: bool,
+    items: list[RecallItem] | None,
+    first_rank: int,
+    limit: int,
+    page: int,
+    more: bool,
+) -> str:
+    form = (
+        '<form method="get" action="/search">'
+        f'<input type="hidden" name="persona" value="{escape(persona)}">'
+        f'<input type="hidden" name="project" value="{escape(project)}">'
+        f'<input type="hidden" name="limit" value="{limit}">'
+        f'<label>query <input type="text" name="q" value="{escape(query)}"></label> '
+        '<label>as_of <input type="text" name="as_of" placeholder="now" '
+        f'value="{escape(as_of or "")}"></label> '
+        f'<label><input type="checkbox" name="history" value="1"{" checked" * history}> '
+        "include ended facts</label> <button>search</button></form>"
+        '<p class="muted">Fast (lexical) recall, as <code>Scope.recall(mode="fast")</code> '
+        "ranks it; semantic is 0 here: the inspector calls no embedding endpoint.</p>"
+    )
+    body = scope_nav(persona, project, "/search") + form
+    if items is not None:
+        rows = [result_row(n, item, persona, project) for n, item in enumerate(items, first_rank)]
+        body += (
+            table(RESULT_HEADINGS, rows)
+            if rows
+            else "<p>No evidence for this query: nothing is returned.</p>"
+        )
+        params = {"persona": persona, "project": project, "q": query, "as_of": as_of,
+                  "history": "1" if history else None, "limit": limit}  # fmt: skip
+        body += pager(
+            href("/search", **params) if page > 1 else None,
+            href("/search", **params, page=page + 1) if more else None,
+        )
+    return layout(scope_title(persona, project), body, path=path)
+
+
+def result_row(rank: int, item: RecallItem, persona: str, project: str) -> list[str]:
+    c = item.components
+    target = "/event" if item.raw_fallback else "/memory"
+    flags = (
+        (flag("raw event", "raw") if item.raw_fallback else "")
+        + (flag("ended", "expired") if item.expired else "")
+        + (flag("gist") if item.gist else "")
+    )
+    return [
+        f'<span class="num">{rank}</span>',
+        f'<span class="num">{item.score:.3f}</span>',
+        link(href(target, persona=persona, project=project, id=item.id), item.text) + flags,
+        escape(item.kind or "event"),
+        *(f'<span class="num">{part:.3f}</span>'
+          for part in (c.lexical, c.semantic, c.link, c.basis, c.confidence, c.freshness)),
+    ]  # fmt: skip
+
+
+def memory(detail: MemoryDetail, graph: Graph, *, path: str) -> str:
+    m, source = detail.memory, detail.source
+    persona, project = m.persona, m.project
+    state = (
+        flag("revoked", "revoked")
+        if detail.revoked_at
+        else flag("open", "")
+        if m.invalid_at is None
+        else flag("closed", "expired")
+    )
+    fields = [
+        ("text", escape(m.text) + state),
+        ("id", escape(m.id)),
+        ("kind · basis", f"{escape(m.kind)} · {escape(m.basis)}"),
+        ("confidence", f"{m.confidence:.2f}"),
+        ("subject · fact key", " · ".join(escape(v) for v in (m.subject, m.fact_key) if v)),
+        ("valid", f"{escape(when(m.valid_at))} → {escape(when(m.invalid_at, 'open'))}"),
+        ("quote", escape(m.quote)),
+        ("gist", escape(m.gist or "")),
+        ("created", escape(when(m.created_at))),
+        ("revoked", escape(when(detail.revoked_at, "no")) + (
+            f" ({escape(detail.revoke_reason)})" if detail.revoke_reason else "")),
+        ("source event", link(href("/event", persona=persona, project=project, id=source.id),
+                              f"{source.id} ({source.role}, {source.category}, {source.status})")),
+    ]  # fmt: skip
+    names = {node.id: node.text for node in graph.nodes}
+    links = [
+        (
+            escape(lk.kind),
+            link(
+                href("/memory", persona=persona, project=project, id=lk.from_id), names[lk.from_id]
+            ),
+            link(href("/memory", persona=persona, project=project, id=lk.to_id), names[lk.to_id]),
+            escape(lk.note or ""),
+        )
+        for lk in graph.links
+    ]
+    if graph.left_out:
+        more = "at least " if graph.capped else ""
+        left = (
+            f"<p>{more}{graph.left_out} more linked memories are not drawn "
+            f"(at most {MAX_NODES} are).</p>"
+        )
+    else:
+        left = ""
+    if links:
+        drawn = (
+            svg(graph, persona, project)
+            + left
+            + '<p class="muted">Solid arrow: a correction points at the memory it revoked. '
+            "Dashed: related. Grey: revoked.</p>" + table(("link", "from", "to", "note"), links)
+        )
+    else:
+        drawn = "<p>No corrections or relations link this memory.</p>"
+    body = (
+        scope_nav(persona, project, "/memory")
+        + table(("field", "value"), ((escape(k), v) for k, v in fields))
+        + "<h2>Corrections and relations</h2>"
+        + drawn
+    )
+    return layout("Memory", body, path=path)
+
+
+def event(evidence: Evidence, *, path: str, limit: int) -> str:
+    e, persona, project = evidence.event, evidence.persona, evidence.project
+    fields = [
+        ("id", escape(e.id)),
+        ("seq", str(e.seq)),
+        ("role · category", f"{escape(e.role)} · {escape(e.category)}"),
+        ("session", escape(e.session or "")),
+        ("source", escape(e.source or "")),
+        ("occurred at", escape(when(e.occurred_at))),
+        ("stored at", escape(when(e.ingested_at))),
+        ("status", escape(e.status)),
+        ("extraction error", f'<span class="error">{escape(e.error or "")}</span>'),
+        ("characters", str(evidence.total_chars)),
+    ]  # fmt: skip
+    derived = [
+        (link(href("/memory", persona=persona, project=project, id=m.id), m.text), escape(m.kind))
+        for m in evidence.memories
+    ]
+    end = evidence.offset + len(evidence.text)
+    shown = f"characters {evidence.offset}–{end} of {evidence.total_chars}"
+    params = {"persona": persona, "project": project, "id": e.id, "limit": limit}
+    body = (
+        scope_nav(persona, project, "/event")
+        + table(("field", "value"), ((escape(k), v) for k, v in fields))
+        + f"<h2>Text</h2><p class=muted>{shown}</p><pre class=text>{escape(evidence.text)}</pre>"
+        + pager(
+            href("/event", **params) if evidence.offset else None,
+            None
+            if evidence.next_offset is None
+            else href("/event", **params, offset=evidence.next_offset),
+        )
+        + "<h2>Memories derived from it</h2>"
+        + (table(("memory", "kind"), derived) if derived else "<p>None (current).</p>")
+    )
+    return layout("Event", body, path=path)
+
+
+def error(status: int, code: str, message: str, *, path: str) -> str:
+    body = (
+        f'<p class="error"><b>{escape(code)}</b>: {escape(message)}</p>'
+        f"<p>{link('/', 'all scopes')}</p>"
+    )
+    return layout(f"Error {status}", body, path=path)
