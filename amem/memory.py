@@ -1003,23 +1003,11 @@ class Scope:
                 return compaction.receipt(
                     self.persona, self.project, session, planned, dry_run=dry_run
                 )
-            now = utc_now()
+            now = db_now()
             text, summary = planned.event_text(session), planned.summary(session)
             segmented, summary_tokens = await segment_off_loop([text, summary])
-            event = events.NewEvent(
-                id=new_event_id(),
-                persona=self.persona,
-                project=self.project,
-                session=session,
-                role="system",
-                category="conversation",
-                source=compaction.SOURCE,
-                text=text,
-                occurred_at=db_time(now),
-                occurred_at_given=True,
-                ingested_at=db_time(now),
-                status="stored",
-                segmented=segmented,
+            event = compaction.new_event(
+                self.persona, self.project, session, new_event_id(), text, segmented, now
             )
             done = await self._write(
                 compaction.compact,
@@ -1028,7 +1016,7 @@ class Scope:
                 event=event,
                 summary=summary,
                 segmented=summary_tokens,
-                now=db_time(now),
+                now=now,
                 working_ttl=self._runtime.settings.working_ttl,
             )
             if done is not None:

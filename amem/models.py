@@ -412,7 +412,8 @@ class Compaction(Record):
     session: str
     dry_run: bool
     kept: list[str]
-    """The session's working notes that stay: pinned ones and the newest ``keep``."""
+    """The session's working notes that stay: pinned ones and the newest ``keep`` (and
+    older ones that did not fit into one event this time: another call folds them)."""
     folded: list[str]
     """Working notes folded into ``memory``, oldest first, now revoked (reason
     ``compacted into <memory id>``); empty when there was nothing to fold."""

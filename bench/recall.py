@@ -372,6 +372,7 @@ def quiet_settings() -> amem.Settings:
 def insert_items(conn: sqlite3.Connection, rows: Sequence[tuple[Item, str, str]]) -> None:
     """What the writer actor runs for ``submit_event`` then ``add_memories``, per memory."""
     now = db_time(datetime.now(UTC))
+    working_ttl = quiet_settings().working_ttl  # the bench's memories are never working notes
     conn.execute("begin immediate")
     try:
         for item, event_tokens, memory_tokens in rows:
@@ -394,7 +395,14 @@ def insert_items(conn: sqlite3.Connection, rows: Sequence[tuple[Item, str, str]]
                 ),
             )
             facts.derive_memories(
-                conn, PERSONA, PROJECT, item.event_id, [item.draft()], [memory_tokens], now
+                conn,
+                PERSONA,
+                PROJECT,
+                item.event_id,
+                [item.draft()],
+                [memory_tokens],
+                now,
+                working_ttl=working_ttl,
             )
         conn.execute("commit")
     except BaseException:

@@ -439,6 +439,7 @@ async def test_completing_an_extracted_event_again_returns_its_memories(db_path:
                     drafts=[late],
                     segmented=["blues"],
                     now=db_now(),
+                    working_ttl=mem.settings.working_ttl,
                 )
             )
             assert (outcome.status, outcome.memory_ids, outcome.new) == (

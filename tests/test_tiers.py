@@ -508,3 +508,32 @@ async def test_an_archive_carries_tiers_pins_and_ttls(tmp_path: Path) -> None:
         scope = mem.scope()
         copied = [(await scope.read(m.id)).memory for m in (working, profile)]
     assert copied == [working.model_copy(update={"pinned": True}), profile]
+
+
+async def test_a_refused_compaction_writes_nothing(scope: amem.Scope, db_path: Path) -> None:
+    notes = [await note(scope, f"probe {n}") for n in range(3)]
+    await scope.set_limits(max_events=3)  # the compaction event would be the fourth
+    before = db_rows(db_path, "select * from memories"), db_rows(db_path, "select * from events")
+    with pytest.raises(amem.StorageError) as caught:
+        await scope.compact_working(SESSION, keep=0)
+    assert caught.value.code == "capacity_exceeded"
+    after = db_rows(db_path, "select * from memories"), db_rows(db_path, "select * from events")
+    assert after == before
+    assert {m.id for m in (await scope.list(tier="working")).items} == {n.id for n in notes}
+
+
+async def test_notes_too_long_for_one_event_are_folded_over_several_calls(
+    scope: amem.Scope,
+) -> None:
+    notes = [await note(scope, f"{n:02d} " + "长" * 1_990) for n in range(55)]
+    first = await scope.compact_working(SESSION, keep=0)
+    assert first.memory is not None
+    assert 40 < len(first.folded) < 55
+    assert first.folded == [n.id for n in notes[: len(first.folded)]]
+    event = await scope.read(first.event_id or "", limit=100_000)
+    assert event.total_chars <= 100_000
+    assert first.memory.quote == event.text
+    second = await scope.compact_working(SESSION, keep=0)
+    assert first.folded + second.folded == [n.id for n in notes]
+    third = await scope.compact_working(SESSION, keep=0)
+    assert (third.folded, third.kept) == ([], [])

@@ -96,6 +96,27 @@ def plan(conn: sqlite3.Connection, persona: str, project: str, session: str, kee
     return Plan(kept=[note.id for note in notes if note.id not in ids], folded=folded)
 
 
+def new_event(
+    persona: str, project: str, session: str, event_id: str, text: str, segmented: str, now: str
+) -> NewEvent:
+    """The compaction event (``text``: ``Plan.event_text``, its tokens ``segmented``)."""
+    return NewEvent(
+        id=event_id,
+        persona=persona,
+        project=project,
+        session=session,
+        role="system",
+        category="conversation",
+        source=SOURCE,
+        text=text,
+        occurred_at=now,
+        occurred_at_given=True,
+        ingested_at=now,
+        status="stored",  # derived here, never queued for extraction
+        segmented=segmented,
+    )
+
+
 def receipt(
     persona: str, project: str, session: str, planned: Plan, *, dry_run: bool
 ) -> Compaction:

@@ -54,7 +54,9 @@ class ListQuery:
         """Names the scope and filters (not the page size or time) a cursor belongs to."""
         filters = [persona, project, self.what, sorted(self.kinds or ()),
                    sorted(self.roles or ()), self.session, self.since, self.until,
-                   self.include_revoked, self.include_expired, self.tier]  # fmt: skip
+                   self.include_revoked, self.include_expired]  # fmt: skip
+        if self.tier is not None:  # only then: cursors made before tiers existed still hold
+            filters.append(self.tier)
         data = json.dumps(filters, ensure_ascii=False).encode()
         return hashlib.blake2b(data, digest_size=6).hexdigest()
 
