@@ -82,7 +82,8 @@ def events_query(limit: int, now: datetime) -> ListQuery:
     """Every event of a scope, newest first."""
     return ListQuery(
         what="events", kinds=None, roles=None, session=None, since=None, until=None,
-        include_revoked=False, include_expired=False, limit=limit, now=db_time(now),
+        include_revoked=False, include_expired=False, tier=None, limit=limit,
+        now=db_time(now),
     )  # fmt: skip
 
 
@@ -95,7 +96,7 @@ def memories_query(limit: int, now: datetime, as_of: datetime | None) -> ListQue
     return ListQuery(
         what="memories", kinds=None, roles=None, session=None, since=None,
         until=None if as_of is None else db_time(as_of + ONE_MICROSECOND),
-        include_revoked=everything, include_expired=everything, limit=limit,
+        include_revoked=everything, include_expired=everything, tier=None, limit=limit,
         now=db_time(now if as_of is None else as_of),
     )  # fmt: skip
 
