@@ -99,14 +99,15 @@ class AgentSession:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """amem's tools as the MCP server lists them (``name``, ``description``,
-        ``inputSchema``, ``annotations``), less the ``persona`` and ``project``
-        arguments: this session's scope is fixed. Register them with a model's tools."""
+        ``inputSchema``, ``annotations``), less any ``persona`` or ``project`` argument
+        (``persona_get`` shows ``persona``): this session's scope is fixed. Register them
+        with a model's tools."""
         from .server import tools  # the MCP SDK loads only when tools are asked for
 
         schemas = [tools.tool_schema(tool) for tool in tools.TOOLS.values()]
         for schema in schemas:
             for name in SCOPE_ARGUMENTS:
-                schema["inputSchema"]["properties"].pop(name)
+                schema["inputSchema"].get("properties", {}).pop(name, None)
         return schemas
 
     async def call_tool(self, name: str, args: Mapping[str, Any] | None = None) -> Any:

@@ -6,6 +6,7 @@ Every check raises ``InvalidInput`` naming the field, never echoing the value.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -121,16 +122,30 @@ def parse_time(value: object, field: str) -> datetime:
         ) from None
 
 
-def validation_problems(exc: ValidationError, fields: Iterable[str], *, most: int = 5) -> str:
-    """Where and why pydantic refused a value, safe to show: only field names we defined
-    and list positions are named; other keys (chosen by the sender) appear as ``?``."""
+PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+"""An unknown key ``validation_problems`` may name: what a caller means as an argument name."""
+
+
+def validation_problems(
+    exc: ValidationError, fields: Iterable[str], *, most: int = 5, name_unknown: bool = False
+) -> str:
+    """Where and why pydantic refused a value, safe to show: field names we defined and list
+    positions are named; other keys (chosen by the sender) appear as ``?``, or, with
+    ``name_unknown``, by name when it is a ``PLAIN_NAME`` (a tool's caller must see which
+    argument it got wrong). No value is ever shown."""
     known = set(fields)
     problems = []
     for error in exc.errors(include_input=False, include_url=False)[:most]:
+        unknown = error["type"] == "extra_forbidden"
         where = ".".join(
-            str(part) if isinstance(part, int) or part in known else "?" for part in error["loc"]
+            str(part)
+            if isinstance(part, int)
+            or part in known
+            or (unknown and name_unknown and PLAIN_NAME.fullmatch(part))
+            else "?"
+            for part in error["loc"]
         )
-        why = "unexpected field" if error["type"] == "extra_forbidden" else error["msg"]
+        why = "unexpected field" if unknown else error["msg"]
         problems.append(f"{where or 'value'}: {why[:120]}")
     return "; ".join(problems)
 
@@ -139,12 +154,15 @@ TIME_FIELDS = frozenset(("valid_at", "invalid_at"))
 """Times validated by pydantic models (a draft's); other times go through ``parse_time``."""
 
 
-def refused(exc: ValidationError, fields: Iterable[str], what: str) -> InvalidInput:
+def refused(
+    exc: ValidationError, fields: Iterable[str], what: str, *, name_unknown: bool = False
+) -> InvalidInput:
     """``InvalidInput`` for a pydantic refusal, ``what`` then ``validation_problems``; its
     code is ``invalid_time`` when the first problem is a time's, as ``parse_time``'s is."""
     first = exc.errors()[0]["loc"]
     code = "invalid_time" if any(part in TIME_FIELDS for part in first) else None
-    return InvalidInput(f"{what}: {validation_problems(exc, fields)}", code=code)
+    problems = validation_problems(exc, fields, name_unknown=name_unknown)
+    return InvalidInput(f"{what}: {problems}", code=code)
 
 
 def when_or_now(value: object, field: str) -> datetime:

@@ -31,6 +31,9 @@ PERSONA = "assistant"
 PROJECT = "mcp-tests"
 MARKER = "SECRET-MARKER-42"
 """Put into bad input; no error text may ever contain it."""
+TOOLS_LIST_MAX_BYTES = 8_192
+"""The most a ``tools/list`` answer may take, as sent (issue 18): a host puts it into every
+conversation."""
 LIVENESS_SECONDS = 60
 """Generous: how long a test waits for an answer or an exit before it calls the server hung
 (under the per-test timeout, so a hung server fails its test, not the run)."""
@@ -47,6 +50,7 @@ SPEC_ARGS: dict[str, set[str]] = {
         "kinds",
         "exclude_event_ids",
         "exclude_from_seq",
+        "explain",
     },
     "memory_read": {"id", "offset", "limit"},
     "memory_correct": {"memory_id", "text", "valid_at", "reason"},
@@ -83,7 +87,8 @@ SPEC_ARGS: dict[str, set[str]] = {
     "memory_consolidate": {"dry_run"},
     "memory_compact_working": {"session", "keep", "dry_run"},
 }
-"""Each tool's arguments besides ``persona`` and ``project``."""
+"""Each tool's arguments besides ``persona`` and ``project`` (which every tool takes and
+only ``persona_get`` shows)."""
 
 server_backends = pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
 """Run the test against ``amem serve --backend asyncio`` and ``--backend trio``."""

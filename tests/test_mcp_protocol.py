@@ -18,6 +18,7 @@ from mcp_client import (
     MARKER,
     PERSONA,
     SPEC_ARGS,
+    TOOLS_LIST_MAX_BYTES,
     connect,
     count_events,
     default_scope,
@@ -135,6 +136,21 @@ async def test_an_unknown_tool_is_invalid_params_and_echoes_nothing(
             assert MARKER not in f"{refusal.value.error.message} {refusal.value.error.data}"
         status = await ok(s, "memory_status")
     assert status["persona"] == PERSONA
+
+
+async def test_the_tool_list_fits_in_8_kib(anyio_backend: str, tmp_path: Path) -> None:
+    """A host puts the ``tools/list`` answer into every conversation: as the server writes
+    it, the whole line is at most ``TOOLS_LIST_MAX_BYTES`` (issue 18; 22.6 kB before), for
+    every tool there is, so a tool added later must fit too."""
+    async with raw_session(
+        tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log"
+    ) as wire:
+        list_id, list_tools = wire.request("tools/list")
+        await wire.send(list_tools)
+        tools = (await wire.response(list_id))["result"]["tools"]
+        [sent] = [raw for raw in wire.lines if json.loads(raw).get("id") == list_id]
+    assert len(tools) == len(SPEC_ARGS)
+    assert len(sent) + 1 <= TOOLS_LIST_MAX_BYTES  # with its newline
 
 
 # --- 3. lines nested too deep -------------------------------------------------------------

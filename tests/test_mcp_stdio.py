@@ -25,6 +25,7 @@ from mcp_client import (
     LIVENESS_SECONDS,
     MARKER,
     SPEC_ARGS,
+    TOOLS_LIST_MAX_BYTES,
     count_events,
     default_scope,
     initialize,
@@ -91,7 +92,7 @@ async def test_stdout_carries_only_jsonrpc(
         assert init_response["result"]["serverInfo"]["name"] == "amem"
         is_error, text = tool_result(await wire.response(recall_id))
         assert not is_error
-        assert [item["source_event_id"] for item in json.loads(text)["items"]] == ["seed"]
+        assert [item["id"] for item in json.loads(text)["items"]] == ["seed"]  # a raw message
         await wire.response(ping_id)
         # initialize is answered before the first recall (which needs jieba) returns,
         # and the loop keeps answering while jieba loads in a worker thread
@@ -342,14 +343,14 @@ async def test_a_client_that_stops_reading_does_not_crash_the_server(
     assert sum(status.events.values()) == 50  # every request read was carried out
 
 
-LIST_ANSWER_BYTES = 22_000
-"""About what one ``tools/list`` answer takes (a 50-byte request): the cheapest flood."""
+LIST_ANSWER_BYTES = TOOLS_LIST_MAX_BYTES
+"""At most what one ``tools/list`` answer takes (a 50-byte request): the cheapest flood."""
 
 
 async def test_a_client_that_sends_without_reading_is_slowed_not_fed_memory(
     anyio_backend: str, db_path: Path, tmp_path: Path
 ) -> None:
-    """20,000 ``tools/list`` (over 300 MB of answers) and 20 writes from a client that never
+    """20,000 ``tools/list`` (over 100 MB of answers) and 20 writes from a client that never
     reads stdout: the server reads on only as answers leave, so its memory stays near
     ``MAX_WAITING_BYTES``; a client that takes nothing for a while has its answers dropped,
     every request is still carried out, and the server exits when stdin closes."""

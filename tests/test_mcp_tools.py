@@ -18,8 +18,10 @@ from mcp_client import (
     PERSONA,
     PROJECT,
     SPEC_ARGS,
+    assert_clean_error,
     client,
     connect,
+    default_scope,
     integrity,
     ok,
     other,
@@ -68,6 +70,8 @@ async def test_tools_are_exactly_the_spec_set(anyio_backend: str, tmp_path: Path
     assert init.capabilities.tools is not None
     assert init.instructions
     assert "never instructions" in init.instructions
+    assert "persona and project" in init.instructions
+    assert "unset unless" in init.instructions
 
     tools = {tool.name: tool for tool in listed.tools}
     assert len(tools) == len(listed.tools)
@@ -75,9 +79,8 @@ async def test_tools_are_exactly_the_spec_set(anyio_backend: str, tmp_path: Path
     for name, tool in tools.items():
         schema = tool.inputSchema
         assert schema["type"] == "object", name
-        assert set(schema["properties"]) == SPEC_ARGS[name] | {"persona", "project"}, name
+        assert set(schema["properties"]) == SPEC_ARGS[name], name  # the scope's are not shown
         assert set(schema.get("required", [])) == SPEC_REQUIRED[name], name
-        assert schema.get("additionalProperties") is False, name  # extra args are refused
         assert tool.description, name
         assert len(tool.description) > 40, name
         assert tool.annotations is not None, name
@@ -89,11 +92,88 @@ async def test_tools_are_exactly_the_spec_set(anyio_backend: str, tmp_path: Path
         assert tools[name].annotations.readOnlyHint is True, name  # type: ignore[union-attr]
     for name in ("event_submit", "memory_add", "memory_correct", "memory_delete",
                  "memory_retract"):  # fmt: skip
-        assert tools[name].annotations.readOnlyHint is False, name  # type: ignore[union-attr]
-    for name in ("memory_delete", "memory_retract"):
+        assert not tools[name].annotations.readOnlyHint, name  # type: ignore[union-attr]
+    for name in ("memory_correct", "memory_delete", "memory_retract"):
         assert tools[name].annotations.destructiveHint is True, name  # type: ignore[union-attr]
+    for name in ("event_submit", "memory_add", "checkpoint_save"):  # absent would mean true
+        assert tools[name].annotations.destructiveHint is False, name  # type: ignore[union-attr]
     roles = tools["event_submit"].inputSchema["properties"]["role"]
     assert set(roles["enum"]) == {"user", "assistant", "system", "tool"}
+    draft = tools["memory_add"].inputSchema["properties"]["memories"]["items"]
+    assert set(draft["required"]) == {"text", "quote", "kind", "basis"}
+    assert draft["properties"]["emotion"]["required"] == ["label", "valence", "arousal"]
+
+
+def schema_keys(node: Any) -> set[str]:
+    """Every JSON Schema keyword used in ``node``, at any depth (property names aside)."""
+    if isinstance(node, list):
+        return set().union(*map(schema_keys, node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    keys = set(node) - {"properties"}
+    for key, value in node.items():
+        children = value.values() if key == "properties" else [value]
+        keys |= set().union(*(schema_keys(child) for child in children))
+    return keys
+
+
+async def test_tool_schemas_hold_only_what_a_model_uses(anyio_backend: str, tmp_path: Path) -> None:
+    async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
+        listed = (await s.list_tools()).tools
+    keys = set().union(*(schema_keys(tool.inputSchema) for tool in listed))
+    # no titles, no null branches (leaving an argument out says "none"), no $defs to chase
+    assert not keys & {"title", "anyOf", "$defs", "$ref", "default", "minLength", "maxLength"}
+    assert keys <= {"type", "required", "enum", "items", "minimum", "maximum", "format",
+                    "description"}  # fmt: skip
+    recall = next(tool for tool in listed if tool.name == "memory_recall").inputSchema
+    assert recall["properties"]["limit"] == {"type": "integer", "minimum": 1, "maximum": 50}
+    assert recall["properties"]["as_of"] == {"type": "string"}  # the instructions say ISO-8601
+
+
+async def test_every_tool_takes_the_scope_and_names_an_unknown_argument(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    texts = {}
+    async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
+        for name in SPEC_ARGS:
+            arguments = {"persona": PERSONA, "project": PROJECT, "colour": MARKER}
+            texts[name] = text_of(await s.call_tool(name, arguments))
+        typo = text_of(await s.call_tool("memory_recall", {"query": "茶", "limt": 3}))
+        nested = text_of(
+            await s.call_tool(
+                "memory_add",
+                {
+                    "event_id": "e",
+                    "memories": [
+                        {
+                            "text": "t",
+                            "quote": "q",
+                            "kind": "fact",
+                            "basis": "inference",
+                            "colour": 1,
+                        }
+                    ],
+                },
+            )
+        )
+        hidden = text_of(await s.call_tool("memory_status", {MARKER + " !": 1}))
+    for name, text in texts.items():
+        assert text.startswith("invalid_input: bad arguments: "), text
+        assert "colour: unexpected field" in text
+        assert "persona:" not in text  # accepted, though tools/list does not show it
+        assert "project:" not in text
+        takes = text.split(f"; {name} takes: ")[1].split(", ")
+        assert set(takes) == SPEC_ARGS[name] | {"persona", "project"}, text
+        assert takes[-2:] == ["persona", "project"], text  # the tool's own arguments first
+        assert MARKER not in text  # the value is never shown
+    assert typo.startswith("invalid_input: bad arguments: limt: unexpected field; memory_recall")
+    assert nested.startswith("invalid_input: bad arguments: memories.0.colour: unexpected field")
+    assert (
+        hidden == "invalid_input: bad arguments: ?: unexpected field; memory_status takes: "
+        "persona, project"
+    )  # a name that is no plain name is not shown
+    for text in (*texts.values(), typo, nested, hidden):
+        assert_clean_error(text)
 
 
 # --- 2. every tool, Chinese and English ---------------------------------------------------
@@ -170,15 +250,18 @@ async def test_every_tool_in_a_bilingual_flow(
 
         # recall: a single Chinese character finds the word it is part of
         hits = await ok(s, "memory_recall", query="书")
-        assert hits["query"] == "书"
         assert (hits["persona"], hits["project"]) == (PERSONA, PROJECT)
         by_id = {item["id"]: item for item in hits["items"]}
         assert book_id in by_id
         item = by_id[book_id]
         assert "一本书" in item["text"]
+        assert (item["kind"], item["role"]) == ("episode", "user")
+        assert datetime.fromisoformat(item["valid_at"]) == yesterday
+        explained = await ok(s, "memory_recall", query="书", explain=True)
+        item = {item["id"]: item for item in explained["items"]}[book_id]
         assert item["source_event_id"] == "zh-1"
-        assert item["kind"] == "episode"
         assert item["basis"] == "user_statement"
+        assert item["quote"] == "买了一本书"
         assert set(item["components"]) >= {"lexical", "semantic", "link", "basis", "freshness"}
         hits = await ok(s, "memory_recall", query="Where does the user live? Hangzhou", limit=5)
         assert home_id in [item["id"] for item in hits["items"]]
@@ -290,7 +373,8 @@ async def test_every_tool_in_a_bilingual_flow(
         assert gone["relations"] >= 1
         assert gone["search_rows"] >= 2
         assert gone["checkpoints_invalidated"] >= 1
-        hits = await ok(s, "memory_recall", query="书", include_history=True, limit=50)
+        hits = await ok(s, "memory_recall", query="书", include_history=True, limit=50,
+                        explain=True)  # fmt: skip
         assert all("一本书" not in item["text"] for item in hits["items"])
         assert all(item["source_event_id"] != "zh-1" for item in hits["items"])
         assert await refused(s, "memory_read", {"id": "zh-1"}) == "not_found"
@@ -300,7 +384,8 @@ async def test_every_tool_in_a_bilingual_flow(
         gone = await ok(s, "memory_delete", memory_id=tea_id)
         assert "en-1" in gone["event_ids"]  # the source event and its correction lineage
         assert {tea_id, home_id, suzhou_id} <= set(gone["memory_ids"])
-        hits = await ok(s, "memory_recall", query="Suzhou Hangzhou green tea", limit=50)
+        hits = await ok(s, "memory_recall", query="Suzhou Hangzhou green tea", limit=50,
+                        explain=True)  # fmt: skip
         assert all(item["source_event_id"] != "en-1" for item in hits["items"])
         assert all("Suzhou" not in item["text"] for item in hits["items"])
 
@@ -326,7 +411,8 @@ async def test_every_tool_in_a_bilingual_flow(
         hits = await ok(s, "memory_recall", query="秘密花园", persona="小明", project="p2")
         [raw] = hits["items"]
         assert raw["raw_fallback"] is True
-        assert raw["source_event_id"] == elsewhere["event_id"]
+        assert raw["id"] == elsewhere["event_id"]  # a raw message is its own source
+        assert "occurred_at" in raw
     assert "Traceback" not in (tmp_path / "server.log").read_text()
 
 
@@ -386,11 +472,12 @@ async def test_errors_are_stable_codes_that_echo_nothing(
             ("checkpoint_save", {"session": "s-1"}, "invalid_input"),
             ("session_resume", {"query": "tea"}, "invalid_input"),
             ("memory_delete", {}, "invalid_input"),
-            # extra arguments (their names and values both stay out of the message)
-            ("event_submit", {"text": "x", "role": "user", MARKER: 1}, "invalid_input"),
+            # extra arguments: the value never shows, nor a name that is no plain name (plain
+            # names are shown: test_every_tool_takes_the_scope_and_names_an_unknown_argument)
+            ("event_submit", {"text": "x", "role": "user", MARKER + "?": 1}, "invalid_input"),
             ("event_submit", {"text": "x", "role": "user", "color": MARKER}, "invalid_input"),
             ("memory_status", {"verbose": MARKER}, "invalid_input"),
-            ("memory_add", {"event_id": "u-1", "memories": [draft(**{MARKER: "x"})]},
+            ("memory_add", {"event_id": "u-1", "memories": [draft(**{MARKER + " x": "x"})]},
              "invalid_input"),
             # bad values
             ("event_submit", {"text": "x", "role": "robot-" + MARKER}, "invalid_input"),
@@ -522,6 +609,90 @@ async def test_a_missing_persona_version_is_not_found(anyio_backend: str, tmp_pa
     assert code == "not_found"
 
 
+# --- 4. what a model reads: compact recall items, a new scope said ----------------------
+
+MEMORIES_OF_HANGZHOU = [
+    ("user", "I moved to Hangzhou in March.", "User moved to Hangzhou", "I moved to Hangzhou",
+     "fact", "user_statement"),
+    ("user", "我在杭州喝龙井茶。", "用户在杭州喝龙井茶", "我在杭州喝龙井茶", "preference",
+     "user_statement"),
+    ("user", "Hangzhou winters feel cold to me.", "User probably dislikes cold Hangzhou winters",
+     "Hangzhou winters feel cold", "preference", "inference"),
+    ("assistant", "好的，下次推荐杭州的茶馆。", "助手答应推荐杭州的茶馆", "下次推荐杭州的茶馆",
+     "agreement", "assistant_expression"),
+]  # fmt: skip
+RECALL_KEYS = {"id", "text", "role", "kind", "score", "valid_at", "invalid_at", "expired",
+               "occurrences", "merged_ids", "gist", "coarse_time", "raw_fallback", "truncated",
+               "basis", "occurred_at"}  # fmt: skip
+
+
+def json_bytes(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+async def test_recall_items_are_compact_and_explain_shows_every_field(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    query = "Hangzhou 杭州"
+    async with connect(db, other(anyio_backend), tmp_path / "server.log") as s:
+        for role, said, text, quote, kind, basis in MEMORIES_OF_HANGZHOU:
+            receipt = await ok(s, "event_submit", text=said, role=role)  # amem makes the IDs
+            await ok(s, "memory_add", event_id=receipt["event_id"], memories=[
+                {"text": text, "quote": quote, "kind": kind, "basis": basis}])  # fmt: skip
+        await ok(s, "event_submit", text="Hangzhou raw note, nothing derived", role="user")
+        result = await s.call_tool("memory_recall", {"query": query})
+        explained = await ok(s, "memory_recall", query=query, explain=True)
+    async with default_scope(db) as scope:
+        full = await scope.recall(query)  # the Python API: every field, as before
+
+    plain = json.loads(text_of(result))
+    items = plain["items"]
+    assert [item["id"] for item in items] == [item.id for item in full.items]
+    assert [item["id"] for item in explained["items"]] == [item.id for item in full.items]
+    assert len(items) == len(MEMORIES_OF_HANGZHOU) + 1
+    assert set(plain) == {"persona", "project", "ranking", "warnings", "items"}
+    text_bytes = sum(len(item["text"].encode()) for item in items)
+    assert (json_bytes(items) - text_bytes) / len(items) <= 150  # issue 18: about 500 before
+    for item, whole in zip(items, full.items, strict=True):
+        assert set(item) <= RECALL_KEYS, item
+        assert all(value is not None and value is not False for value in item.values()), item
+        assert item["text"] == whole.text
+        assert item["role"] == whole.role
+        assert item["score"] == float(f"{whole.score:.3g}")
+        assert ("basis" in item) == (whole.basis == "inference"), item
+        assert whole.components.lexical > 0
+        assert "components" not in item
+    [raw] = [item for item in items if item.get("raw_fallback")]
+    assert "kind" not in raw
+    assert "occurred_at" in raw
+    for item, whole in zip(explained["items"], full.items, strict=True):
+        assert item["source_event_id"] == whole.source_event_id
+        assert set(item["components"]) >= {"lexical", "semantic", "basis", "freshness"}
+        for part in item["components"].values():
+            assert part == float(f"{part:.3g}")  # 3 significant digits
+
+
+async def test_a_write_to_a_scope_that_stores_nothing_yet_says_so(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
+        first = await ok(s, "event_submit", text="第一条", role="user")  # the server's scope
+        named = await ok(s, "event_submit", text="二", role="user", persona=PERSONA,
+                         project=PROJECT)  # fmt: skip
+        filled_in = await ok(s, "event_submit", text="三", role="user", persona="user")
+        again = await ok(s, "event_submit", text="四", role="user", persona="user")
+        plan = await ok(s, "checkpoint_save", session="s", goal="g", project="elsewhere")
+        known = await ok(s, "checkpoint_save", session="s", goal="g")
+    assert "new_scope" not in first  # a fresh file: the server's own scope is expected
+    assert "new_scope" not in named
+    assert filled_in["new_scope"] is True
+    assert (filled_in["persona"], filled_in["project"]) == ("user", PROJECT)
+    assert "new_scope" not in again
+    assert plan["new_scope"] is True
+    assert "new_scope" not in known
+
+
 # --- 4. large results stay bounded --------------------------------------------------------
 
 
@@ -534,7 +705,9 @@ async def test_large_results_stay_bounded(anyio_backend: str, tmp_path: Path) ->
                 "text": (f"长城 memory {n}: " + "用户多次谈到长城。" * 300)[:2000],
                 "quote": body[:1500], "kind": "observation", "basis": "user_statement",
             }])  # fmt: skip
-        result = await s.call_tool("memory_recall", {"query": "长城", "limit": 50})
+        result = await s.call_tool(
+            "memory_recall", {"query": "长城", "limit": 50, "explain": True}
+        )  # with quotes
         text = text_of(result)
         assert not result.isError
         assert len(text) <= MCP_MAX_RESULT_CHARS
@@ -560,7 +733,7 @@ async def test_large_results_stay_bounded(anyio_backend: str, tmp_path: Path) ->
         assert page["text"] == huge[:20_000]
         assert page["next_offset"] == 20_000
         hits = await ok(s, "memory_recall", query="瀑布", limit=50)
-        raw = next(item for item in hits["items"] if item["source_event_id"] == "huge")
+        raw = next(item for item in hits["items"] if item["id"] == "huge")
         assert raw["raw_fallback"] is True
         assert raw["truncated"] is True
         assert len(raw["text"]) <= 2000
@@ -611,9 +784,13 @@ async def test_recall_keeps_its_only_match_when_the_quote_is_huge(
         await ok(s, "memory_add", event_id="big", memories=[
             {"text": "用户说长城很长", "quote": big, "kind": "fact", "basis": "user_statement"},
         ])  # fmt: skip
-        hits = await ok(s, "memory_recall", query="长城")
+        plain = await ok(s, "memory_recall", query="长城")
+        hits = await ok(s, "memory_recall", query="长城", explain=True)
         [memory_id] = [item["id"] for item in hits["items"]]
         page = await ok(s, "memory_read", id=memory_id, offset=69_990, limit=100)
+    assert [item["id"] for item in plain["items"]] == [memory_id]
+    assert "quote" not in plain["items"][0]  # memory_read has it
+    assert "clipped" not in plain
     assert [item["text"] for item in hits["items"]] == ["用户说长城很长"]
     assert hits["clipped"] == ["items.0.quote"]
     assert big.startswith(hits["items"][0]["quote"])
@@ -673,7 +850,7 @@ async def test_two_servers_write_one_file(anyio_backend: str, tmp_path: Path) ->
             for n in range(0, EVENTS_EACH, 25):
                 event_id = f"{writer}-{n:03d}"
                 hits = await ok(reader, "memory_recall", query=event_id, limit=3)
-                assert event_id in [item["source_event_id"] for item in hits["items"]]
+                assert event_id in [item["id"] for item in hits["items"]]  # raw messages
     for log in logs:
         text = log.read_text().lower()
         assert "locked" not in text, text[:2000]

@@ -394,9 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--rebuild-index", action="store_true", help="first rebuild the search index from the data"
     )
     add_browse_commands(command)
-    add_tier_commands(command)
     add_claude_code_commands(command)
     add_inspect_command(command)
+    add_tier_commands(command)
     return parser
 
 
@@ -1024,47 +1024,6 @@ def limit_value(value: str, option: str) -> int | None:
     return number
 
 
-async def run_pin(args: argparse.Namespace) -> int:
-    async with opened(args) as (_, scope):
-        memory = await scope.pin(args.memory_id, pinned=not args.unpin)
-    state = "pinned" if memory.pinned else "not pinned"
-    show(args, memory, f"{memory.id} is {state} ({memory.tier}): {memory.text}")
-    return 0
-
-
-async def run_consolidate(args: argparse.Namespace) -> int:
-    async with opened(args) as (_, scope):
-        done = await scope.consolidate(dry_run=args.dry_run)
-    verb = ("would delete", "would promote") if done.dry_run else ("deleted", "promoted")
-    lines = [
-        f"{verb[0]} {len(done.deleted)} expired working notes, {verb[1]} "
-        f"{len(done.promotions)} memories",
-        *(f"  deleted  {memory_id}" for memory_id in done.deleted),
-        *(f"  promoted {p.id} {p.from_tier} -> {p.to_tier}" for p in done.promotions),
-    ]
-    if done.dry_run:
-        lines.append("(dry run: nothing was changed)")
-    show(args, done, "\n".join(lines))
-    return 0
-
-
-async def run_compact_working(args: argparse.Namespace) -> int:
-    async with opened(args) as (_, scope):
-        done = await scope.compact_working(args.session, keep=args.keep, dry_run=args.dry_run)
-    if not done.folded:
-        text = f"nothing to fold: {len(done.kept)} working notes of {done.session} stay"
-    elif done.memory is None:
-        text = f"would fold {len(done.folded)} working notes; {len(done.kept)} stay"
-        text += "\n(dry run: nothing was changed)"
-    else:
-        text = (
-            f"folded {len(done.folded)} working notes into {done.memory.id} "
-            f"(event {done.event_id}); {len(done.kept)} stay"
-        )
-    show(args, done, text)
-    return 0
-
-
 # --- Claude Code: its session transcripts, captured from a hook or afterwards ------------
 
 
@@ -1149,3 +1108,44 @@ def warn_left_out(transcript: claude_code.Transcript) -> None:
             f"transcript lines are not JSON objects, left out (lines {numbers}{more})",
             file=sys.stderr,
         )
+
+
+async def run_pin(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        memory = await scope.pin(args.memory_id, pinned=not args.unpin)
+    state = "pinned" if memory.pinned else "not pinned"
+    show(args, memory, f"{memory.id} is {state} ({memory.tier}): {memory.text}")
+    return 0
+
+
+async def run_consolidate(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        done = await scope.consolidate(dry_run=args.dry_run)
+    verb = ("would delete", "would promote") if done.dry_run else ("deleted", "promoted")
+    lines = [
+        f"{verb[0]} {len(done.deleted)} expired working notes, {verb[1]} "
+        f"{len(done.promotions)} memories",
+        *(f"  deleted  {memory_id}" for memory_id in done.deleted),
+        *(f"  promoted {p.id} {p.from_tier} -> {p.to_tier}" for p in done.promotions),
+    ]
+    if done.dry_run:
+        lines.append("(dry run: nothing was changed)")
+    show(args, done, "\n".join(lines))
+    return 0
+
+
+async def run_compact_working(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        done = await scope.compact_working(args.session, keep=args.keep, dry_run=args.dry_run)
+    if not done.folded:
+        text = f"nothing to fold: {len(done.kept)} working notes of {done.session} stay"
+    elif done.memory is None:
+        text = f"would fold {len(done.folded)} working notes; {len(done.kept)} stay"
+        text += "\n(dry run: nothing was changed)"
+    else:
+        text = (
+            f"folded {len(done.folded)} working notes into {done.memory.id} "
+            f"(event {done.event_id}); {len(done.kept)} stay"
+        )
+    show(args, done, text)
+    return 0

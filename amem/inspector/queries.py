@@ -82,8 +82,7 @@ def events_query(limit: int, now: datetime) -> ListQuery:
     """Every event of a scope, newest first."""
     return ListQuery(
         what="events", kinds=None, roles=None, session=None, since=None, until=None,
-        include_revoked=False, include_expired=False, tier=None, limit=limit,
-        now=db_time(now),
+        include_revoked=False, include_expired=False, tier=None, limit=limit, now=db_time(now),
     )  # fmt: skip
 
 
