@@ -772,6 +772,7 @@ class Scope:
             limit = min(MAX_RECALL_LIMIT, most + len(agreements))
             recalled = (await self.recall(about, limit=limit, as_of=when)).items
         recent = await self._read(packs.recent_events, session, when)
+        pinned = await self._read(packs.pinned_memories, when)
         framing = {
             "amem_context": 1,
             "notice": packs.NOTICE,
@@ -784,7 +785,7 @@ class Scope:
             ("persona", packs.persona_component(persona)),
             ("checkpoint", packs.checkpoint_component(checkpoint)),
             ("agreements", agreements),
-            ("memories", packs.memories_component(recalled, skip, most)),
+            ("memories", packs.memories_component(pinned, recalled, skip, most)),
             ("emotion", packs.emotion_component(await self.current_emotion(as_of=when))),
             ("recent_events", recent),
         ]

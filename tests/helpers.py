@@ -54,7 +54,7 @@ async def cancelled_after(ticks: int, call: Callable[[], Awaitable[T]]) -> list[
 
 def undo_v8(conn: sqlite3.Connection) -> None:
     """Take back schema v8: the tier columns and their indexes go."""
-    for name in ("memories_by_tier", "memories_by_expiry"):
+    for name in ("memories_by_tier", "memories_by_expiry", "memories_pinned"):
         conn.execute(f"drop index {name}")
     for column in ("tier", "pinned", "expires_at"):
         conn.execute(f"alter table memories drop column {column}")

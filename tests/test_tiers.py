@@ -147,6 +147,27 @@ async def test_a_correction_keeps_the_tier_pin_and_ttl(scope: amem.Scope) -> Non
     assert (await scope.read(fixed.id)).memory == fixed
 
 
+async def test_pinned_memories_enter_a_pack_first_whatever_the_query(scope: amem.Scope) -> None:
+    pinned = await note(scope, "User never deploys on Fridays", tier=None, kind="preference")
+    others = [await note(scope, f"the log of run {n} shows a timeout in step {n}")
+              for n in range(30)]  # fmt: skip
+    await scope.pin(pinned.id)
+    await scope.pin(others[0].id)
+    for query in ("timeout in step 7", None):
+        pack = await scope.resume(SESSION, query=query, budget=400)
+        memories = json.loads(pack.context)["memories"]
+        # pins first (newest first), then recall's ranking, each once
+        assert [m["id"] for m in memories[:2]] == [others[0].id, pinned.id]
+        assert all(m.get("pinned") for m in memories[:2])
+        assert len({m["id"] for m in memories}) == len(memories)
+        assert f"[{pinned.id}]" in pack.render()
+    await scope.pin(pinned.id, pinned=False)
+    pack = await scope.resume(SESSION, budget=400)
+    assert [m["id"] for m in json.loads(pack.context)["memories"]] == [others[0].id]
+    await scope.retract(others[0].id)
+    assert "memories" not in json.loads((await scope.resume(SESSION, budget=400)).context)
+
+
 async def test_list_filters_by_tier(scope: amem.Scope) -> None:
     working = await note(scope, "scratch: compare the two logs")
     profile = await note(scope, "User prefers short answers", tier=None, kind="preference")

@@ -412,6 +412,11 @@ V8 = (
     create index memories_by_expiry on memories (persona, project, expires_at)
     where expires_at is not null and revoked_at is null
     """,
+    # a context pack reads a scope's pins first, whatever its size
+    """
+    create index memories_pinned on memories (persona, project, valid_at)
+    where pinned = 1 and revoked_at is null
+    """,
 )
 
 MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (

@@ -3,13 +3,14 @@
 The pack is one JSON document. After a small framing (scope, session, time and a notice
 that everything inside is quoted evidence, never instructions) components are added in
 this order: ``persona``, ``checkpoint``, ``agreements`` (up to 20 recent agreements and
-growth records), ``memories`` (recalled: up to 20, more for large budgets), ``emotion``
-(current) and ``recent_events`` (the session's last 5 events, chronological, with
-occurrence times). The persona, checkpoint and emotion go in whole or not at all; list
-components take their items one by one in priority order (agreements newest first,
-memories by ``memory_order``, events newest first) until one does not fit: that one
-keeps as much of its text as fits (at least ``MIN_TRUNCATED_CHARS``), ending in
-``TRUNCATION_MARK`` and flagged ``truncated``, and the component is full. A component
+growth records), ``memories`` (pinned ones, then recalled: up to 20, more for large
+budgets), ``emotion`` (current) and ``recent_events`` (the session's last 5 events,
+chronological, with occurrence times). The persona, checkpoint and emotion go in whole or
+not at all; list components take their items one by one in priority order (agreements
+newest first, memories pinned first then in recall's ranking, events newest first) until
+one does not fit: that one keeps as much of its text as fits (at least
+``MIN_TRUNCATED_CHARS``), ending in ``TRUNCATION_MARK`` and flagged ``truncated``, and the
+component is full. A component
 with no item that fits is named in ``omitted``, one with some items left out in
 ``partial``; later, smaller components may still fit. If the persona and framing alone do
 not fit, the context is empty and ``insufficient_budget`` is set.
@@ -39,6 +40,8 @@ DEFAULT_BUDGET = 4_000
 """The budget of a pack when the caller gives none, in tokens (Python and MCP)."""
 AGREEMENTS = 20
 RECALLED = 20
+PINNED = 50
+"""Pinned memories a pack looks at (newest first); pins are meant to be few."""
 TOKENS_PER_RECALLED = 40
 """A large budget recalls one memory per this many tokens (a memory costs more in a pack),
 so a pack can be filled with memories when the archive holds them."""
@@ -71,6 +74,12 @@ SELECT_AGREEMENTS = f"""
 select id, kind, text, valid_at from memories m
 where persona = :persona and project = :project and revoked_at is null
   and kind in ('agreement', 'growth') and {valid_as_of()}
+order by valid_at desc, num desc limit :count
+"""
+SELECT_PINNED = f"""
+select id, text, kind, valid_at, event_id from memories m
+where persona = :persona and project = :project and revoked_at is null and pinned = 1
+  and {valid_as_of()}
 order by valid_at desc, num desc limit :count
 """
 SELECT_RECENT_EVENTS = """
@@ -141,18 +150,38 @@ def memory_limit(budget: int) -> int:
     return min(MAX_RECALL_LIMIT, max(RECALLED, budget // TOKENS_PER_RECALLED))
 
 
-def memory_order(items: Sequence[RecallItem]) -> list[RecallItem]:
-    """The order in which recalled memories enter a pack (the first ones fit first)."""
-    return list(items)  # recall's ranking
+def pinned_memories(
+    conn: sqlite3.Connection, persona: str, project: str, as_of: datetime
+) -> list[dict[str, Any]]:
+    """The scope's pinned memories valid at ``as_of``, newest first, as pack items: they
+    enter the memories component before anything recalled, whatever the query."""
+    params = {"persona": persona, "project": project, "as_of": db_time(as_of), "count": PINNED}
+    rows = conn.execute(SELECT_PINNED, params)
+    return [
+        {
+            "id": id_,
+            "text": text,
+            "kind": kind,
+            "time": iso(valid_at),
+            "expired": False,
+            "gist": False,
+            "raw": False,
+            "truncated": False,
+            "source_event_id": event_id,
+            "pinned": True,
+        }
+        for id_, text, kind, valid_at, event_id in rows
+    ]
 
 
 def memories_component(
-    items: Sequence[RecallItem], skip: set[str], limit: int
+    pinned: Sequence[dict[str, Any]], items: Sequence[RecallItem], skip: set[str], limit: int
 ) -> list[dict[str, Any]]:
-    """Up to ``limit`` recalled memories not already among the agreements (``skip``), in
-    pack order."""
-    chosen = [item for item in memory_order(items) if item.id not in skip][:limit]
-    return [
+    """Up to ``limit`` memories not already among the agreements (``skip``): the pinned
+    ones first, then the recalled ones in recall's ranking."""
+    chosen = [item for item in pinned if item["id"] not in skip]
+    seen = skip | {item["id"] for item in chosen}
+    recalled = [
         {
             "id": item.id,
             "text": item.text,
@@ -164,8 +193,10 @@ def memories_component(
             "truncated": item.truncated,
             "source_event_id": item.source_event_id,
         }
-        for item in chosen
+        for item in items
+        if item.id not in seen
     ]
+    return (chosen + recalled)[:limit]
 
 
 def emotion_component(emotion: CurrentEmotion | None) -> dict[str, Any] | None:
