@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
+from .agent import AgentSession
 from .config import Settings
 from .errors import (
     AmemError,
@@ -49,10 +50,12 @@ from .models import (
     ScoreComponents,
     Status,
     TombstoneImport,
+    TurnEnd,
 )
 from .tokens import TokenCounter, estimate_tokens
 
 __all__ = [
+    "AgentSession",
     "AmemError",
     "ArchiveResult",
     "BudgetTooSmall",
@@ -98,6 +101,7 @@ __all__ = [
     "StorageError",
     "TokenCounter",
     "TombstoneImport",
+    "TurnEnd",
     "UpstreamError",
     "estimate_tokens",
     "open",

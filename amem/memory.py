@@ -504,10 +504,19 @@ class Scope:
         """
         item = {"text": text, "role": role, "event_id": event_id, "session": session,
                 "source": source, "category": category, "occurred_at": occurred_at}  # fmt: skip
-        [event] = await self._new_events([item])
-        receipt = await self._runtime.write(events.insert_event, event)
-        self._runtime.after_commit([receipt])
+        [receipt] = await self._submit_events([item])
         return receipt
+
+    async def _submit_events(
+        self, items: Sequence[Mapping[str, Any]], *, field: str = "events"
+    ) -> list[EventReceipt]:
+        """Persist events of this scope as ``submit_event`` does one, in one transaction:
+        every item is validated first, and one refused event stores none (``field`` names
+        the list in errors)."""
+        made = await self._new_events(items, field=field)
+        receipts = await self._runtime.write(events.insert_events, made)
+        self._runtime.after_commit(receipts)
+        return receipts
 
     async def read(self, id: str, *, offset: int = 0, limit: int = DEFAULT_READ_CHARS) -> Evidence:
         """Page through the original event behind an event or memory ID, unaltered.
@@ -1139,13 +1148,15 @@ class Scope:
         """How many transcript entries ``instance`` has captured in this scope."""
         return await self._read(capture.read_cursor, require_name(instance, "instance"))
 
-    async def _new_events(self, items: Sequence[Mapping[str, Any]]) -> list[events.NewEvent]:
-        """Validated events of this scope; conversation text segmented for the index (the
-        raw fallback), off the loop."""
+    async def _new_events(
+        self, items: Sequence[Mapping[str, Any]], *, field: str = "events"
+    ) -> list[events.NewEvent]:
+        """Validated events of this scope (``field`` names the list in errors); conversation
+        text segmented for the index (the raw fallback), off the loop."""
         now = utc_now()
         many = len(items) > 1
         made = [
-            self._new_event(submitted_event(item, f"events[{n}]" if many else ""), now)
+            self._new_event(submitted_event(item, f"{field}[{n}]" if many else ""), now)
             for n, item in enumerate(items)
         ]
         indexed = [n for n, event in enumerate(made) if index.indexes_event(event.category)]

@@ -424,6 +424,15 @@ class Compaction(Record):
     """The ``system`` event listing the folded notes word for word."""
 
 
+class TurnEnd(Record):
+    """What ``AgentSession.end_turn`` ran; a step the session is not configured for is None."""
+
+    compaction: Compaction | None
+    """``compact_working`` of the session (when ``compact_keep`` is given), run first."""
+    consolidation: Consolidation | None
+    """``consolidate`` of the scope (when ``consolidate``)."""
+
+
 class TombstoneImport(Record):
     """What ``Memory.import_tombstones`` did (or, with ``dry_run``, would do)."""
 

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -530,20 +530,24 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-async def call(served: Served, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-    """One call of the tool ``name`` (the session answers unknown names itself), answered
-    as a ``CallToolResult`` in JSON."""
-    tool = TOOLS[name]
+async def run(served: Served, tool: Tool, arguments: Mapping[str, Any] | None) -> Any:
+    """The result of one call of ``tool``, before encoding; bad arguments and refusals
+    raise ``AmemError``. The MCP server and ``amem.AgentSession`` both call tools here."""
     try:
         args = tool.args.model_validate(arguments or {})
     except ValidationError as exc:
-        return tool_error(bad_arguments(tool, exc))
+        raise bad_arguments(tool, exc) from None
+    if tool.completes_when_cancelled:
+        with anyio.CancelScope(shield=True):
+            return await tool.run(served, args)
+    return await tool.run(served, args)
+
+
+async def call(served: Served, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """One call of the tool ``name`` (the session answers unknown names itself), answered
+    as a ``CallToolResult`` in JSON."""
     try:
-        if tool.completes_when_cancelled:
-            with anyio.CancelScope(shield=True):
-                result = await tool.run(served, args)
-        else:
-            result = await tool.run(served, args)
+        result = await run(served, TOOLS[name], arguments)
     except AmemError as error:
         return tool_error(error)
     return tool_result(encode(result))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from ..db.times import from_db_time
@@ -93,6 +94,11 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
         conn.execute(RESUME_EXTRACTION, (event.id,))
         status = "pending"
     return receipt(existing, existing.seq, status, memory_ids, duplicate=True)
+
+
+def insert_events(conn: sqlite3.Connection, events: Sequence[NewEvent]) -> list[EventReceipt]:
+    """``insert_event`` of each, in order, in the caller's one transaction."""
+    return [insert_event(conn, event) for event in events]
 
 
 def payload(event: EventFields) -> tuple[str | None, ...]:
