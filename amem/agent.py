@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import InvalidInput
 from .inputs import require_int, require_name
-from .limits import MAX_BUDGET, MAX_CAPTURE_ENTRIES, MAX_KEEP_NOTES
+from .limits import MAX_BUDGET, MAX_CAPTURE_ENTRIES, MAX_EXCLUDED_EVENTS, MAX_KEEP_NOTES
 from .memory import Scope
 from .models import ContextPack, EventReceipt, TurnEnd
 from .store.packs import DEFAULT_BUDGET
@@ -63,6 +63,9 @@ class AgentSession:
             if compact_keep is None
             else require_int(compact_keep, "compact_keep", low=0, high=MAX_KEEP_NOTES)
         )
+        self._turn: list[str] = []
+        """The last ``remember_turn``'s event IDs (its newest 100), left out of ``prefetch``'s
+        recall."""
 
     def __repr__(self) -> str:
         return f"AgentSession({self.scope!r}, session={self.session!r})"
@@ -84,17 +87,22 @@ class AgentSession:
                     "event_id and occurred_at"
                 )
         events = [{**message, "session": self.session} for message in messages]
-        return await self.scope._submit_events(events, field="messages")
+        receipts = await self.scope._submit_events(events, field="messages")
+        self._turn = [receipt.event_id for receipt in receipts][-MAX_EXCLUDED_EVENTS:]
+        return receipts
 
     async def prefetch(self, query: str, budget: int | None = None) -> ContextPack:
         """The context pack for the next model call: ``Scope.resume`` of this session,
         recalling for ``query``, within ``budget`` tokens (default: the session's) under the
-        session's counter. ``pack.render()`` is its prompt text."""
+        session's counter. The messages of the last ``remember_turn`` are not recalled into
+        it (the prompt holds them already; the pack's recent events still show them).
+        ``pack.render()`` is its prompt text."""
         return await self.scope.resume(
             self.session,
             query=query,
             budget=self.budget if budget is None else budget,
             counter=self.counter,
+            exclude_event_ids=self._turn,
         )
 
     def tool_schemas(self) -> list[dict[str, Any]]:

@@ -740,6 +740,7 @@ class Scope:
         model: str | None = None,
         as_of: str | datetime | None = None,
         counter: TokenCounter = estimate_tokens,
+        exclude_event_ids: Collection[str] | None = None,
     ) -> ContextPack:
         """A context pack for resuming ``session`` within ``budget`` tokens under ``counter``.
 
@@ -751,6 +752,8 @@ class Scope:
         in ``partial``. If even the persona does not fit, the context is empty and
         ``insufficient_budget`` is set. ``counter`` counts the tokens of a text (default
         ``amem.estimate_tokens``); ``model`` is validated and does not change counting.
+        ``exclude_event_ids`` leaves those events and their memories out of the recalled
+        memories (the turn the pack is built for: the host's prompt holds it already).
         The same inputs give the same pack.
         """
         session = require_name(session, "session")
@@ -770,7 +773,11 @@ class Scope:
         recalled = []
         if about is not None:
             limit = min(MAX_RECALL_LIMIT, most + len(agreements))
-            recalled = (await self.recall(about, limit=limit, as_of=when)).items
+            recalled = (
+                await self.recall(
+                    about, limit=limit, as_of=when, exclude_event_ids=exclude_event_ids
+                )
+            ).items
         recent = await self._read(packs.recent_events, session, when)
         pinned = await self._read(packs.pinned_memories, when)
         framing = {

@@ -4,6 +4,7 @@ and end_turn runs the configured consolidation."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from functools import partial
@@ -136,6 +137,21 @@ async def test_prefetch_packs_what_the_session_remembered(
     assert small.tokens_used <= 600
     with pytest.raises(amem.InvalidInput):
         await agent.prefetch("杭州", budget=0)
+
+
+async def test_prefetch_does_not_recall_the_turn_it_is_asked_about(scope: amem.Scope) -> None:
+    agent = amem.AgentSession(scope, "chat-3")
+    await agent.remember_turn([{"role": "user", "text": "I take the train to Hangzhou often"}])
+    [now] = await agent.remember_turn([{"role": "user", "text": "Which train to Hangzhou?"}])
+
+    pack = json.loads((await agent.prefetch("Which train to Hangzhou?")).context)
+
+    recalled = [m["id"] for m in pack["memories"]]
+    assert now.event_id not in recalled
+    plain = json.loads((await scope.resume("chat-3", query="Which train to Hangzhou?")).context)
+    assert plain["memories"][0]["id"] == now.event_id  # what the exclusion keeps out
+    assert any("often" in m["text"] for m in pack["memories"])
+    assert now.event_id in [e["id"] for e in pack["recent_events"]]  # still in the session's
 
 
 async def test_prefetch_counts_tokens_with_the_sessions_counter(scope: amem.Scope) -> None:
