@@ -259,6 +259,22 @@ async def test_a_pack_with_many_memories_fills_its_budget(scope: amem.Scope) -> 
         assert 0 < pack.partial["memories"] <= 40 - len(recalled)
 
 
+async def test_recent_events_keep_their_place_beside_many_memories(scope: amem.Scope) -> None:
+    for n in range(60):
+        await derive(scope, f"Trip note {n}: the train to Hangzhou leaves at {n}:15 from "
+                     f"platform {n}.", f"Trip note {n}: train to Hangzhou at {n}:15 from "
+                     f"platform {n}", f"Trip note {n}")  # fmt: skip
+    said = [await scope.submit_event(f"turn {n}: shall we go?", role="user", session=SESSION,
+                                     occurred_at=f"2026-05-21T00:0{n}:00Z")
+            for n in range(5)]  # fmt: skip
+    pack = await scope.resume(SESSION, query="train Hangzhou", budget=2000, as_of=AS_OF)
+    document = json.loads(pack.context)
+    # memories take 60% first, then the session's last events, then memories the rest
+    assert [e["id"] for e in document["recent_events"]] == [r.event_id for r in said]
+    assert 0.9 * 2000 <= pack.tokens_used <= 2000
+    assert pack.partial["memories"] > 0  # recall found more than the budget holds
+
+
 async def test_an_item_that_does_not_fit_is_truncated_with_a_marker(scope: amem.Scope) -> None:
     long = "用户详细描述了去杭州的旅行计划，" + "先坐火车，再去西湖边喝龙井茶，" * 120
     memory = await derive(scope, long, long[:2000], long[:200])

@@ -154,7 +154,7 @@ async def test_pinned_memories_enter_a_pack_first_whatever_the_query(scope: amem
     await scope.pin(pinned.id)
     await scope.pin(others[0].id)
     for query in ("timeout in step 7", None):
-        pack = await scope.resume(SESSION, query=query, budget=400)
+        pack = await scope.resume(SESSION, query=query, budget=1000)
         memories = json.loads(pack.context)["memories"]
         # pins first (newest first), then recall's ranking, each once
         assert [m["id"] for m in memories[:2]] == [others[0].id, pinned.id]

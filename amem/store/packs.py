@@ -10,10 +10,12 @@ not at all; list components take their items one by one in priority order (agree
 newest first, memories pinned first then in recall's ranking, events newest first) until
 one does not fit: that one keeps as much of its text as fits (at least
 ``MIN_TRUNCATED_CHARS``), ending in ``TRUNCATION_MARK`` and flagged ``truncated``, and the
-component is full. A component
-with no item that fits is named in ``omitted``, one with some items left out in
-``partial``; later, smaller components may still fit. If the persona and framing alone do
-not fit, the context is empty and ``insufficient_budget`` is set.
+component is full. Memories take at most 20 items and 60% of the budget in that pass,
+so that the emotion and the recent events still get their place; what is left of the
+budget then takes more memories (``FIRST_PASS``). A component with no item that fits is
+named in ``omitted``, one with some items left out in ``partial``; later, smaller
+components may still fit. If the persona and framing alone do not fit, the context is
+empty and ``insufficient_budget`` is set.
 
 Tokens are counted by a ``TokenCounter`` (``amem.estimate_tokens`` unless the caller gives
 one). Metadata and MCP or host overhead are outside the budget. The same inputs (including
@@ -47,6 +49,11 @@ TOKENS_PER_RECALLED = 40
 so a pack can be filled with memories when the archive holds them."""
 RECENT_EVENTS = 5
 EVENT_CHARS = 1000
+FIRST_PASS = {"memories": 0.6}
+"""List components that, in their turn, take at most ``RECALLED`` items and this share of
+the budget, so that the later components (the emotion, the session's recent events) still
+get their place; what is left of the budget then takes more of their items (memories: up
+to ``memory_limit``)."""
 OLDEST_FIRST = {"recent_events"}
 """List components chosen newest first but shown in chronological order."""
 TRUNCATION_MARK = "…[truncated]"
@@ -258,12 +265,18 @@ def fill(
     included: list[str] = []
     omitted: list[str] = []
     partial: dict[str, int] = {}
+    placed: dict[str, tuple[int, int]] = {}
+    """Where each list component's piece is in ``pieces``, and its cost."""
     for position, (name, value) in enumerate(components):
         if value in (None, [], {}):
             continue
         left_out = 0
         if isinstance(value, list):
-            piece, cost, left_out = fill_list(name, value, budget - used, counter)
+            first, room = value, budget - used
+            if name in FIRST_PASS:
+                first, room = value[:RECALLED], min(room, int(budget * FIRST_PASS[name]))
+            piece, cost, left_out = fill_list(name, first, room, counter)
+            left_out += len(value) - len(first)
         else:
             piece = f",{json.dumps(name)}:{pack_json(value)}"
             cost = counter(piece)
@@ -272,11 +285,24 @@ def fill(
                 return insufficient(components)
             omitted.append(name)
             continue
+        placed[name] = (len(pieces), cost)
         pieces.append(piece)
         used += cost
         included.append(name)
         if left_out:
             partial[name] = left_out
+    for name, value in components:  # what is left of the budget takes more of them
+        if not (isinstance(value, list) and name in FIRST_PASS and name in placed):
+            continue  # (a piece cut short by the share is taken again, whole if it fits)
+        index, cost = placed[name]
+        piece, more_cost, left_out = fill_list(name, value, budget - used + cost, counter)
+        if piece is not None and more_cost > cost:
+            pieces[index] = piece
+            used += more_cost - cost
+            if left_out:
+                partial[name] = left_out
+            else:
+                partial.pop(name, None)
     context = "".join(pieces) + "}"
     return Packed(context, included, omitted, partial, counter(context), insufficient_budget=False)
 
