@@ -60,6 +60,7 @@ from ..models import (
     Role,
     SubmittableCategory,
 )
+from ..store import capacity
 from ..store.packs import DEFAULT_BUDGET
 from . import session
 from .lean import lean_schema, recall_answer
@@ -122,8 +123,9 @@ class Served:
         persona or project on a whim sees that it started a separate memory."""
         if (scope.persona, scope.project) == (self.persona, self.project):
             return False
-        known = {(held.persona, held.project) for held in await self.memory.scopes()}
-        return (scope.persona, scope.project) not in known
+        # one row of ``scope_usage``, not every scope's memories counted on each write
+        held = await scope._read(capacity.usage)
+        return held.events == 0 and held.memories == 0
 
 
 ArgsT = TypeVar("ArgsT", bound=Args)
