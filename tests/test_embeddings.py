@@ -643,6 +643,38 @@ async def test_auto_is_hybrid_only_where_vectors_cover_the_scope(db_path: Path) 
     assert status.coverage == 0.0
 
 
+async def test_one_refused_text_costs_only_itself_in_a_shared_batch(db_path: Path) -> None:
+    endpoint, release = PassagesDown(), anyio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        await release.wait()  # writes made meanwhile queue up into the next batch
+        return endpoint(request)
+
+    async with (
+        httpx.AsyncClient(transport=httpx.MockTransport(held)) as client,
+        amem.open(db_path, settings=embed_only(endpoint.base_url), http_client=client) as mem,
+    ):
+        covered, bare = mem.scope(project="covered"), mem.scope(project="bare")
+        await covered.submit_event("User said hello", role="user")
+        await anyio.sleep(0.05)  # its batch is now waiting for the endpoint
+        await remember(covered, "User lives in Hangzhou")
+        await remember(bare, "User moved from Paris to Hangzhou")
+        await remember(covered, "User likes green tea")
+        release.set()
+        await settled(covered)
+        await settled(bare, lambda s: len(refused_alone(endpoint.requests)) == 2)
+        bare_status = await bare.status()
+    shared = endpoint.requests[1]
+    assert len(shared) == 6
+    assert any("Paris" in text for text in shared)
+    assert bare_status.coverage == 0.0  # its event and memory were each refused on their own
+    assert len(endpoint.requests) <= 1 + 2 * 6 - 1  # the first batch, then at most 2n - 1
+
+
+def refused_alone(requests: list[list[str]]) -> list[list[str]]:
+    return [body for body in requests if len(body) == 1 and "Paris" in body[0]]
+
+
 async def test_a_repeated_query_is_embedded_once(db_path: Path) -> None:
     endpoint = Endpoint()
     async with open_with(db_path, endpoint) as mem:

@@ -110,6 +110,49 @@ async def test_a_file_that_is_not_sqlite_is_refused(db_path: Path) -> None:
     await assert_refused_untouched(db_path, "not_a_database")
 
 
+DIE_MID_WRITE = """
+import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("pragma cache_size = 10")  # spill pages into the file before COMMIT
+conn.execute("begin")
+conn.execute(sys.argv[2])
+conn.executemany("insert into notes values (?)", [("x" * 500,)] * 5000)
+os.kill(os.getpid(), 9)
+"""
+
+
+async def die_mid_write(path: Path, create: str) -> None:
+    """A process killed by SIGKILL in the middle of a rollback-journal write (as amem is
+    when killed while it switches a new file to WAL): the file keeps a hot journal."""
+    done = await anyio.run_process(
+        [sys.executable, "-c", DIE_MID_WRITE, str(path), create], check=False
+    )
+    assert done.returncode == -9
+    assert Path(f"{path}-journal").stat().st_size > 0
+
+
+async def test_a_file_left_mid_write_by_a_killed_process_opens(db_path: Path) -> None:
+    await die_mid_write(db_path, "create table notes (body text)")
+    async with amem.open(db_path) as mem:
+        await mem.scope().submit_event("after the crash", role="user")
+    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION
+    assert sqlite_value(db_path, "select count(*) from sqlite_master where name = 'notes'") == 0
+    assert sqlite_value(db_path, "select count(*) from events") == 1
+
+
+async def test_a_foreign_file_left_mid_write_is_still_refused_as_foreign(db_path: Path) -> None:
+    conn = sqlite3.connect(db_path)
+    conn.execute("create table notes (body text)")
+    conn.commit()
+    conn.close()
+    await die_mid_write(db_path, "select 1")
+    with pytest.raises(amem.StorageError) as caught:
+        async with amem.open(db_path):
+            pass
+    assert caught.value.code == "not_amem_database"
+    assert sqlite_value(db_path, "select count(*) from notes") == 0  # rolled back, kept
+
+
 async def test_concurrent_first_start_in_one_process_migrates_once(db_path: Path) -> None:
     receipts: list[amem.EventReceipt] = []
 

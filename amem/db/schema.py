@@ -456,10 +456,21 @@ def check_existing(path: Path) -> None:
         refuse_newer(version)
         if version == 0:
             refuse_foreign(conn)
+    except sqlite3.OperationalError as exc:
+        if not needs_recovery(exc):
+            raise StorageError("the file is not a SQLite database", code="not_a_database") from exc
     except sqlite3.DatabaseError as exc:
         raise StorageError("the file is not a SQLite database", code="not_a_database") from exc
     finally:
         conn.close()
+
+
+def needs_recovery(exc: sqlite3.OperationalError) -> bool:
+    """A process died mid-write (a hot rollback journal, or a WAL index to rebuild): only a
+    writable connection may repair that, so the read-only look cannot judge the file. The
+    writer repairs it as any SQLite client would, and ``migrate`` then makes the same
+    checks under its lock."""
+    return getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY_")
 
 
 def refuse_newer(version: int) -> None:

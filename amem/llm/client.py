@@ -20,6 +20,19 @@ from ..errors import UpstreamError
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 
 
+class Refused(UpstreamError):
+    """The endpoint answered, with an HTTP status other than 200."""
+
+    def __init__(self, status: int, *, code: str) -> None:
+        super().__init__(describe_status(status), code=code)
+        self.status = status
+
+    @property
+    def by_input(self) -> bool:
+        """Whether the texts sent may be the cause (not the key, the path or a rate limit)."""
+        return self.status not in (401, 403, 404, 429)
+
+
 async def post_json(
     client: httpx.AsyncClient,
     base_url: str,
@@ -43,7 +56,7 @@ async def post_json(
                 timeout=seconds,  # instead of the client's default of 5 s per phase
             ) as response:
                 if response.status_code != 200:
-                    raise UpstreamError(describe_status(response.status_code), code=code)
+                    raise Refused(response.status_code, code=code)
                 if int(response.headers.get("content-length") or 0) > MAX_RESPONSE_BYTES:
                     raise UpstreamError(too_large(), code=code)  # refused before reading
                 async with aclosing(

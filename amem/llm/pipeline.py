@@ -34,6 +34,7 @@ from ..search import text, vectors
 from ..search.index import INDEXED_EVENT
 from ..search.vectors import Embedded, Key
 from . import embeddings, extraction
+from .client import Refused
 from .extraction import Outcome
 
 log = logging.getLogger("amem")
@@ -91,11 +92,24 @@ class Pipeline:
                 while len(batch) < self._settings.embed_batch:
                     batch.append(self._embed_queue.receive_nowait())
             try:
-                await self.embed_now(batch)
-            except UpstreamError as exc:
-                log.warning("embedding %d new items failed (%s); run reindex", len(batch), exc)
+                await self._embed_in_halves(batch)
             except Exception:  # one batch's bug must not stop the others
                 log.exception("embedding queued items failed unexpectedly")
+
+    async def _embed_in_halves(self, batch: list[Key]) -> None:
+        """A refused batch may hold one text the endpoint cannot take (too long, say), from
+        any scope: each half is then tried on its own, so that text costs only itself. At
+        most ``2n - 1`` requests, each answered at once; a timeout, a lost connection or a
+        refused key fails the whole batch without more requests."""
+        try:
+            await self.embed_now(batch)
+        except UpstreamError as exc:
+            if not (isinstance(exc, Refused) and exc.by_input and len(batch) > 1):
+                log.warning("embedding %d new items failed (%s); run reindex", len(batch), exc)
+                return
+            half = len(batch) // 2
+            await self._embed_in_halves(batch[:half])
+            await self._embed_in_halves(batch[half:])
 
     async def embed_now(self, keys: Sequence[Key]) -> int:
         """Embed and store these memories and events (those still current); returns how
