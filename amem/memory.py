@@ -182,6 +182,7 @@ async def open(
         warming = anyio.CancelScope()
         tg.start_soon(cancellable, warming, warm_up)  # jieba loads in a worker thread
         with anyio.CancelScope(shield=True):  # once started, these must be closed below
+            db.writer.keep_up(index.merge_step)
             await tg.start(db.writer.serve)
             pipeline = None if client is None else Pipeline(db, settings, client)
             if pipeline is not None:

@@ -47,7 +47,7 @@ import anyio
 import httpx
 import numpy as np
 from recall import PERSONA, PROJECT, percentile_ms
-from recall_quality import migrated_copy
+from recall_quality import migrated_copy, settled
 
 import amem
 from amem.search.vectors import Matrices
@@ -64,7 +64,7 @@ def vectors_copy(cache: Path, size: int, seed: int) -> Path:
     source = migrated_copy(cache, size)
     copy = source.with_name(f"{source.stem}-vectors.db")
     if copy.exists():
-        return copy
+        return settled(copy, size)
     partial = copy.with_name(copy.name + ".partial")
     shutil.copy(source, partial)
     rng = np.random.default_rng(seed)
@@ -92,7 +92,7 @@ def vectors_copy(cache: Path, size: int, seed: int) -> Path:
             print(f"  {size:,}: {start + len(block):,} vectors", file=sys.stderr)
     partial.rename(copy)
     print(f"  {size:,}: vectors stored in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    return copy
+    return settled(copy, size)
 
 
 def unit(rows: np.ndarray) -> np.ndarray:

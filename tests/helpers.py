@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable
+from contextlib import closing
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,6 +28,22 @@ async def remember(
               "basis": "user_statement", **draft}  # fmt: skip
     [memory] = await scope.add_memories(event_id, [fields])
     return memory
+
+
+INDEX_LAYOUT = ("search_fts_data", "search_fts_idx", "search_fts_config")
+"""FTS5's own tables: how its segments lie, which the writer's idle upkeep rearranges."""
+
+
+def dump(path: Path) -> list[str]:
+    """Everything in a database file as SQL text, the search index as what it holds (every
+    token of every document, with its position) rather than how FTS5 lays it out."""
+    with closing(sqlite3.connect(path)) as conn:
+        lines = [
+            line for line in conn.iterdump() if not line.startswith(INDEX_LAYOUT, 13)
+        ]  # 'INSERT INTO "' is 13 characters, then the table's name
+        conn.execute("create virtual table temp.vocab using fts5vocab(main, search_fts, instance)")
+        postings = conn.execute("select term, doc, col, offset from temp.vocab order by 1, 2, 3, 4")
+        return lines + [repr(row) for row in postings]
 
 
 def file_bytes(db_path: Path) -> bytes:

@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 import httpx
+import numpy as np
 import pytest
 
 import amem
@@ -755,3 +756,45 @@ async def test_fusion_puts_what_both_lists_found_first(db_path: Path) -> None:
     scores = [item.score for item in hybrid.items]
     assert scores == sorted(scores, reverse=True)
     assert all(item.score == round(item.components.fusion or 0, 6) for item in hybrid.items)
+
+
+async def test_vector_search_ranks_by_exact_cosine_past_its_int8_shortlist(db_path: Path) -> None:
+    """The matrix holds int8 codes; the scan's shortlist is re-ranked by float32 cosine.
+    900 vectors (more than the 400 the scan hands on for 50 candidates), then vectors
+    whose components exceed every loaded one (clipped in the codes) come after the load."""
+    rng = np.random.default_rng(15)
+    table = {f"note {n}": unit(rng.standard_normal(64)) for n in range(900)}
+    spikes = {f"spike {n}": unit(np.eye(64)[n] * 8 + rng.standard_normal(64)) for n in range(5)}
+    near = {"question alpha": table["note 0"], "question beta": table["note 1"]}
+    near["question gamma"] = spikes["spike 2"]  # queries share no word with the notes
+    queries = {text: unit(vector + 0.05 * rng.standard_normal(64)) for text, vector in near.items()}
+    table |= spikes | queries
+    endpoint = Endpoint(vector_of=lambda text: table[text].tolist())
+    async with open_with(db_path, endpoint) as mem:
+        scope = mem.scope()
+        for text in list(table)[:900]:
+            await scope.submit_event(text, role="user", event_id=text)
+        await settled(scope)
+        before = await scope.recall("question alpha", mode="semantic", limit=10)
+        for text in spikes:  # after the matrix was loaded: their codes are clipped
+            await scope.submit_event(text, role="user", event_id=text)
+        await settled(scope)
+        found = {query: await scope.recall(query, mode="semantic", limit=10) for query in queries}
+    notes = {text: table[text] for text in list(table)[:900]}
+    assert_exact(before, queries["question alpha"], notes)
+    for query, result in found.items():
+        assert_exact(result, queries[query], notes | spikes)
+    assert found["question gamma"].items[0].id == "spike 2"
+
+
+def assert_exact(result: amem.RecallResult, query: Any, stored: dict[str, Any]) -> None:
+    """``result`` is the exact top 10 by cosine among ``stored``, at their exact cosines."""
+    cosines = {text: float(vector @ query) for text, vector in stored.items()}
+    exact = sorted(cosines, key=cosines.__getitem__, reverse=True)[:10]
+    assert [item.id for item in result.items] == exact
+    for item in result.items:
+        assert item.components.semantic == pytest.approx(cosines[item.id], abs=1e-5)
+
+
+def unit(values: Any) -> Any:
+    return (values / np.linalg.norm(values)).astype(np.float32)

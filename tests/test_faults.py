@@ -32,6 +32,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
+from helpers import dump
 
 import amem
 from amem.testing import FakeOpenAI, database
@@ -39,12 +40,6 @@ from amem.testing import FakeOpenAI, database
 pytestmark = pytest.mark.anyio
 
 BIG = "大" * 100_000  # the longest event accepted: ~300 kB of UTF-8, many new pages
-
-
-def dump(path: Path) -> list[str]:
-    """Everything in a database file, search index included, as SQL text."""
-    with closing(sqlite3.connect(path)) as conn:
-        return list(conn.iterdump())
 
 
 async def set_max_pages(mem: amem.Memory, pages: int | None) -> int:
@@ -163,8 +158,9 @@ def tiny_tmpfs(where: Path, size: str) -> Iterator[Path]:
 async def test_a_full_disk_fails_the_write_and_works_again_once_space_is_freed(
     tmp_path: Path,
 ) -> None:
-    """A real ENOSPC from a 2 MB tmpfs, filled by a file that is then deleted."""
-    with tiny_tmpfs(tmp_path / "disk", "2m") as disk:
+    """A real ENOSPC from a 3 MB tmpfs, filled by a file that is then deleted (the event written
+    after needs about 1.2 MB of WAL)."""
+    with tiny_tmpfs(tmp_path / "disk", "3m") as disk:
         db = disk / "memory.db"
         async with amem.open(db, settings=amem.Settings()) as mem:
             s = mem.scope()

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers import dump
 
 import amem
 from amem.db.schema import SCHEMA_VERSION, V1, V2
@@ -78,12 +79,6 @@ def archive_lines(path: Path) -> tuple[dict[str, Any], list[str]]:
     header = json.loads(first)
     assert header.pop("exported_at").endswith("Z")
     return header, rest
-
-
-def dump(path: Path) -> list[str]:
-    """Everything in a database file, search index included, as SQL text."""
-    with closing(sqlite3.connect(path)) as conn:
-        return list(conn.iterdump())
 
 
 def leftovers(directory: Path) -> list[str]:

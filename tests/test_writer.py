@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 from functools import partial
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 import amem
 from amem.db.database import Database
+from amem.search import index
 from amem.testing import database
 
 pytestmark = pytest.mark.anyio
@@ -242,3 +244,28 @@ async def test_the_wal_is_truncated_while_readers_never_pause(db_path: Path) -> 
         # as it passes 1 MiB, so the samples between batches of ten may not see it pass)
         assert max(sizes) > 1 << 19
         assert (await scope.status()).events["stored"] == len(sizes[1:]) * 10
+
+
+async def test_the_search_index_is_kept_merged_when_the_writer_is_idle(db_path: Path) -> None:
+    """Each write transaction adds an FTS5 segment and every term lookup reads each one;
+    FTS5 alone leaves 17 after 300 single writes. Idle upkeep merges them, in steps
+    between requests, and the index stays whole."""
+    async with amem.open(db_path) as mem:
+        scope = mem.scope()
+        for n in range(300):
+            await scope.submit_event(f"message {n} about tea in 杭州", role="user")
+        with anyio.fail_after(10):
+            while (segments := index_state(db_path)[0]) > 3:
+                await anyio.sleep(0.05)
+        found = await scope.recall("message 299 about tea", limit=1, mode="fast")
+    assert segments <= 3
+    assert index_state(db_path)[1] == "ok"
+    assert [item.text for item in found.items] == ["message 299 about tea in 杭州"]
+
+
+def index_state(path: Path) -> tuple[int, str]:
+    """The search index's segments, and FTS5's own integrity check."""
+    with closing(sqlite3.connect(path)) as conn:
+        segments = index.index_segments(conn)
+        conn.execute("insert into search_fts (search_fts, rank) values ('integrity-check', 1)")
+        return segments, "ok"

@@ -18,6 +18,9 @@ Between batches the actor keeps the WAL bounded (``wal_limit``), and when its in
 empty it runs the chores callers left with ``when_idle`` (after a deletion: merging the
 search index, then truncating the WAL so deleted pages leave it too). A chore never makes
 a caller wait on readers: a WAL truncation that readers hold up is tried again later.
+After a commit, once idle, it also takes bounded steps of the upkeep set with
+``keep_up`` (merging the search index's segments) until none is left: a request that
+arrives meanwhile waits for one step at most.
 """
 
 from __future__ import annotations
@@ -83,6 +86,9 @@ class Writer:
         self._chores_ran: dict[Job, float] = {}
         self._scrub_due: float | None = None
         """When to try truncating the WAL again after a chore (None: nothing to scrub)."""
+        self._upkeep: Callable[[sqlite3.Connection], bool] | None = None
+        self._upkeep_due = False
+        """Whether a commit came after the upkeep last found nothing to do."""
         self._inbox: deque[Request] = deque()
         self._wakeup = anyio.Event()
         self._closing = False
@@ -122,14 +128,18 @@ class Writer:
                 while True:
                     batch = self._take_batch()
                     if batch:
-                        await self._commit(batch)
+                        wrote = await self._commit(batch)
                         await self._bound_wal()
+                        self._upkeep_due = self._upkeep_due or (wrote and self._upkeep is not None)
                     elif self._closing:
                         await self._run_chores(final=True)
                         return
                     else:
                         next_due = await self._run_chores(final=False)
                         if self._inbox or self._closing:  # either came during the chores
+                            continue
+                        if self._upkeep_due:
+                            await self._upkeep_step()
                             continue
                         self._wakeup = anyio.Event()
                         with anyio.move_on_after(next_due - time.monotonic()):
@@ -146,6 +156,21 @@ class Writer:
         self._wakeup.set()
         with anyio.CancelScope(shield=True):
             await self._stopped.wait()
+
+    def keep_up(self, step: Callable[[sqlite3.Connection], bool]) -> None:
+        """Run ``step(conn)``, in a transaction of its own, whenever the actor is idle after
+        a commit, again while it returns True (work is left). Each step must be bounded:
+        a request arriving meanwhile waits for it."""
+        self._upkeep = step
+
+    async def _upkeep_step(self) -> None:
+        assert self._upkeep is not None
+        try:
+            self._upkeep_due = await self._conn.run(partial(run_alone, fn=self._upkeep))
+        except (sqlite3.Error, AmemError) as exc:  # nothing lost: the next commit retries
+            self._upkeep_due = False
+            log.warning("the index upkeep failed (%s)", type(exc).__name__)
+        await self._bound_wal()  # a merge rewrites index pages: the WAL grows by them
 
     def when_idle(self, chore: Job) -> None:
         """Run ``chore(conn)`` in a transaction of its own once no request waits, then
@@ -210,7 +235,8 @@ class Writer:
                 batch.append(request)
         return batch
 
-    async def _commit(self, batch: list[Request]) -> None:
+    async def _commit(self, batch: list[Request]) -> bool:
+        """Commit ``batch``; returns whether any of its requests was written."""
         try:
             outcomes = await self._conn.run(partial(commit_batch, fns=[r.fn for r in batch]))
             self.commits += 1
@@ -218,6 +244,7 @@ class Writer:
             outcomes = [(False, exc)] * len(batch)
         for request, outcome in zip(batch, outcomes, strict=True):
             _deliver(request, outcome)
+        return any(ok for ok, _ in outcomes)
 
 
 def _deliver(request: Request, outcome: JobResult) -> None:
@@ -267,10 +294,10 @@ def wal_checkpoint(conn: sqlite3.Connection, *, wait_ms: int) -> bool:
     return bool(busy == 0)
 
 
-def run_alone(conn: sqlite3.Connection, fn: Job) -> None:
-    """``fn`` in a write transaction of its own."""
+def run_alone(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """``fn`` in a write transaction of its own; returns what it returned."""
     with immediate(conn):
-        fn(conn)
+        return fn(conn)
 
 
 class TransactionLost(Exception):

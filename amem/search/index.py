@@ -111,13 +111,49 @@ def purge_deleted_terms(conn: sqlite3.Connection) -> None:
 
 
 def index_levels(conn: sqlite3.Connection) -> int:
-    """How many levels the FTS5 structure record lists (0 for an empty index).
+    """How many levels the FTS5 structure record lists (0 for an empty index)."""
+    return index_structure(conn)[0]
 
-    The record starts with a 4-byte cookie, then the level count as a SQLite varint."""
+
+def index_segments(conn: sqlite3.Connection) -> int:
+    """How many segments the FTS5 structure record lists (0 for an empty index)."""
+    return index_structure(conn)[1]
+
+
+def index_structure(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The levels and segments of the FTS5 structure record: it starts with a 4-byte
+    cookie, then those two counts as SQLite varints."""
     row = conn.execute(SELECT_RECORD, (STRUCTURE_ROWID,)).fetchone()
     if row is None or len(row[0]) < 5:
-        return 0
-    return next(varints(row[0], 4))
+        return 0, 0
+    counts = varints(row[0], 4)
+    return next(counts, 0), next(counts, 0)
+
+
+MERGE_PAGES = 64
+"""Leaf pages one upkeep step of the index writes (a few milliseconds of the writer)."""
+USERMERGE = 2
+"""Segments of one level that the upkeep merges (FTS5's ``usermerge``; its default, 4,
+leaves up to three segments on every level, and each query term looks into each)."""
+SELECT_USERMERGE = "select v from search_fts_config where k = 'usermerge'"
+
+
+def merge_step(conn: sqlite3.Connection) -> bool:
+    """Merge some of the index's segments (at most ``MERGE_PAGES`` pages written); True
+    while more are left to merge.
+
+    Every write transaction adds a segment, and FTS5 merges them only four at a time per
+    level, so a store written over time holds a dozen segments and every term lookup pays
+    for each: at a million memories, a long query took half again as long. Two segments of
+    a level are merged into the next, so each document is rewritten about log2(size)
+    times over the store's life, in steps taken when the writer is idle."""
+    if conn.execute(SELECT_USERMERGE).fetchone() != (USERMERGE,):
+        conn.execute(
+            "insert into search_fts (search_fts, rank) values ('usermerge', ?)", (USERMERGE,)
+        )
+    before = conn.total_changes
+    conn.execute("insert into search_fts (search_fts, rank) values ('merge', ?)", (MERGE_PAGES,))
+    return conn.total_changes - before >= 2  # FTS5's own sign that it merged something
 
 
 AVERAGES_ROWID = 1
