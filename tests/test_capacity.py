@@ -44,6 +44,17 @@ def counts(db: Path) -> tuple[int, int, int]:
     )
 
 
+async def wal_settled(db_path: Path) -> None:
+    """Wait until the WAL stops growing for a tenth of a second."""
+    wal = Path(f"{db_path}-wal")
+    with anyio.fail_after(5):
+        while True:
+            size = wal.stat().st_size
+            await anyio.sleep(0.1)
+            if wal.stat().st_size == size:
+                return
+
+
 async def add_fact(scope: amem.Scope, event_id: str, text: str, quote: str) -> amem.MemoryRecord:
     draft = {"text": text, "quote": quote, "kind": "fact", "basis": "user_statement"}
     [memory] = await scope.add_memories(event_id, [draft])
@@ -59,6 +70,7 @@ async def test_capacity_counts_what_was_written_exactly(mem: amem.Memory, db_pat
     await s.submit_event(TEA, role="user", event_id="e2", category="reference")
     home = await add_fact(s, "e1", "User lives in 杭州", "我搬到杭州了")
     await mem.scope("other", "x").submit_event("elsewhere", role="user")
+    await wal_settled(db_path)  # the writer's idle upkeep merges the search index after writes
 
     status = await s.status()
     capacity = status.capacity
