@@ -798,3 +798,30 @@ def assert_exact(result: amem.RecallResult, query: Any, stored: dict[str, Any]) 
 
 def unit(values: Any) -> Any:
     return (values / np.linalg.norm(values)).astype(np.float32)
+
+
+async def test_the_best_of_one_list_is_not_buried_by_weak_matches_of_both(
+    db_path: Path,
+) -> None:
+    """Twenty memories hold the query's word and have vectors pointing partly its way;
+    one more shares no word with it but has by far the nearest vector. Both lists find
+    the twenty; it still comes back among fifteen, ahead of the twenty's weakest (a rank
+    offset of 60, as in the original reciprocal-rank fusion, put it 21st)."""
+    weak = [f"User sipped{' tea' * n} on day {n}" for n in range(1, 21)]  # more tea: better
+    meaning = "User loves a hot green brew"
+    vectors_of = {"tea": [1.0, 0.0, 0.0], meaning: [0.95, 0.0, 0.31225]}
+    for n, text in enumerate(weak, 1):
+        near = 0.3 + 0.02 * n  # the same order as the words: 0.32 to 0.70
+        vectors_of[text] = [near, (1 - near**2) ** 0.5, 0.0]
+    endpoint = Endpoint(lambda text: vectors_of[text])
+    async with open_with(db_path, endpoint, embed_min_similarity=0.5) as mem:
+        scope = mem.scope()
+        await remember(scope, *weak, meaning)
+        await settled(scope)
+        fast = await scope.recall("tea", mode="fast", limit=15)
+        hybrid = await scope.recall("tea", mode="semantic", limit=15)
+    assert [item.text for item in fast.items] == weak[::-1][:15]
+    texts = [item.text for item in hybrid.items]
+    assert texts[0] == weak[-1]  # first in the words, second in meaning
+    assert meaning in texts
+    assert not set(weak[:5]) & set(texts)
