@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import amem
+from amem.search.vectors import top_rows
 from amem.testing import FakeOpenAI, fake_embedding
 
 pytestmark = pytest.mark.anyio
@@ -825,3 +826,19 @@ async def test_the_best_of_one_list_is_not_buried_by_weak_matches_of_both(
     assert texts[0] == weak[-1]  # first in the words, second in meaning
     assert meaning in texts
     assert not set(weak[:5]) & set(texts)
+
+
+@pytest.mark.parametrize("order", ["random", "sorted", "tied"])
+def test_the_scan_keeps_exactly_the_best_scores(order: str) -> None:
+    """``top_rows`` reads a threshold off a sample of the scores; whatever the sample
+    misses (sorted rows, many ties, a tiny scope), it still returns the exact best."""
+    rng = np.random.default_rng(len(order))
+    for size, wanted in [(10, 3), (300, 64), (5_000, 4_999), (200_000, 200)]:
+        scores = rng.standard_normal(size).astype(np.float32)
+        if order == "sorted":
+            scores = np.sort(scores)
+        if order == "tied":
+            scores = np.round(scores * 2).astype(np.float32)
+        rows = top_rows(scores, wanted)
+        assert len(set(rows.tolist())) == wanted
+        assert np.array_equal(np.sort(scores[rows]), np.sort(scores)[-wanted:])
