@@ -60,10 +60,10 @@ database file, so the wait ends as soon as the old ones finish)."""
 CHORE_SECONDS = 5.0
 """The same chore runs at most this often: merging a large search index takes a while."""
 BEGIN_ATTEMPTS = 4
-UPKEEP_QUIET = 0.2
-"""Seconds without a write before the upkeep starts: during a burst of writes it would
-only add its steps between batches (a fifth off the ingest bench's throughput)."""
 """Tries at BEGIN IMMEDIATE; each already waits up to the busy timeout for the lock."""
+UPKEEP_QUIET = 0.2
+"""Seconds without a write before the upkeep starts: a burst of writes gains nothing from
+merging between its batches, only waits."""
 
 QUEUED, TAKEN, WITHDRAWN = 0, 1, 2
 

@@ -256,12 +256,8 @@ class Matrix:
         fresh, block = decoded(rows)
         dim = block.shape[1]
         if self.codes.shape[1:] != (dim,):  # the first rows, or the scope changed model
-            self.codes, self.nums, self.keys, self.refs = (
-                empty_codes(dim),
-                np.empty(0, np.int64),
-                [],
-                0,
-            )
+            self.codes, self.nums = np.empty((0, dim), np.int8), np.empty(0, np.int64)
+            self.keys, self.refs = [], 0
             self.scale = CODE_MAX / max(float(np.abs(block).max()), 1e-9)
         count, needed = len(self.keys), len(self.keys) + len(fresh)
         if needed > len(self.codes):
@@ -286,10 +282,6 @@ def decoded(rows: list[Row]) -> tuple[list[Row], Floats]:
     fresh = [row for row in rows if len(row[4]) == 4 * dim]
     block = np.frombuffer(b"".join(row[4] for row in fresh), dtype="<f4").reshape(-1, dim)
     return fresh, block
-
-
-def empty_codes(dim: int) -> Codes:
-    return np.empty((0, dim), dtype=np.int8)
 
 
 def grown(array: A, count: int, shape: tuple[int, ...]) -> A:
