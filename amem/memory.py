@@ -105,7 +105,7 @@ from .models import (
 )
 from .ops import doctor, files, transfer
 from .search import index
-from .search.recall import RecallQuery, recall_memories
+from .search.recall import RecallQuery, TermCounts, recall_memories
 from .search.text import segment_off_loop, warm_up
 from .search.vectors import Matrices
 from .store import (
@@ -228,6 +228,7 @@ class Runtime:
         self.pipeline = pipeline
         self.closed = False
         self.matrices = Matrices(settings.vector_memory_mb << 20)
+        self.term_counts = TermCounts()
         self.query_vectors: OrderedDict[str, Vector] = OrderedDict()
         """The latest queries' embeddings (``QUERY_VECTORS`` of them), newest last."""
         self.lexical_scopes: dict[tuple[str, str], float] = {}
@@ -607,7 +608,8 @@ class Scope:
             coarsen_after_days=settings.coarsen_after_days,
         )
         request, warnings = await self._with_query_vector(request, mode)
-        found = await self._runtime.read(recall_memories, request, self._runtime.matrices)
+        runtime = self._runtime
+        found = await runtime.read(recall_memories, request, runtime.matrices, runtime.term_counts)
         if request.auto_coverage is not None and not found.hybrid:
             self._runtime.lexical_scopes[(self.persona, self.project)] = time.monotonic()
         return RecallResult(

@@ -69,8 +69,16 @@ async def cancelled_after(ticks: int, call: Callable[[], Awaitable[T]]) -> list[
     return finished
 
 
+def undo_v9(conn: sqlite3.Connection) -> None:
+    """Take back schema v9: ``index_removals`` and its triggers go."""
+    for name in ("search_docs_removed", "search_docs_changed"):
+        conn.execute(f"drop trigger {name}")
+    conn.execute("drop table index_removals")
+
+
 def undo_v8(conn: sqlite3.Connection) -> None:
-    """Take back schema v8: the tier columns and their indexes go."""
+    """Take back schema v8, and v9 after it: the tier columns and their indexes go."""
+    undo_v9(conn)
     for name in ("memories_by_tier", "memories_by_expiry", "memories_pinned"):
         conn.execute(f"drop index {name}")
     for column in ("tier", "pinned", "expires_at"):

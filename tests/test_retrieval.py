@@ -10,15 +10,25 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import uuid
+from contextlib import closing
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from helpers import undo_v9
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import amem
-from amem.search.recall import PER_TERM, PRIOR_WEIGHTS, WEIGHTS
+from amem.search.recall import (
+    PER_TERM,
+    PRIOR_WEIGHTS,
+    WEIGHTS,
+    KnownTerms,
+    Term,
+    TermCounts,
+    term_stats,
+)
 from amem.search.text import STOP_WORDS
 
 pytestmark = pytest.mark.anyio
@@ -816,3 +826,61 @@ async def test_a_phrase_ranks_the_message_that_holds_it_first(
     [target] = await said(scope, [f"{phrase} again"], at=OLD)
     await said(scope, [shuffled.format(n=n) for n in range(80)], at=RECENT)
     assert (await found(scope, phrase))[0] == target
+
+
+async def test_a_common_terms_counts_are_kept_until_a_document_leaves_the_index(
+    scope: amem.Scope, db_path: Path
+) -> None:
+    """Readers keep a common term's oldest postings between queries: new documents leave
+    them as they were; once a document leaves the index they are counted anew, and a
+    reader still in an older snapshot does not use counts made after it."""
+    oldest = await said(scope, [f"widget report {n}" for n in range(PER_TERM + 20)], at=OLD)
+    counts = TermCounts()
+
+    def count(conn: sqlite3.Connection) -> tuple[Term, Term, KnownTerms | None, int]:
+        newest = conn.execute("select max(num) from search_docs").fetchone()[0]
+        known = counts.for_snapshot(conn)
+        [kept] = term_stats(conn, ["widget"], "", newest, known)
+        [fresh] = term_stats(conn, ["widget"], "", newest)
+        return kept, fresh, known, newest
+
+    def counted() -> tuple[Term, Term, KnownTerms | None, int]:
+        with closing(sqlite3.connect(db_path)) as conn, conn:
+            return count(conn)
+
+    kept, fresh, known, _ = counted()
+    assert kept == fresh
+    assert fresh.counted == PER_TERM
+    assert known is not None
+    assert ("", "widget") in known
+    await said(scope, [f"widget note {n}" for n in range(50)], at=RECENT)
+    kept, fresh, still, _ = counted()
+    assert still is known
+    assert kept == fresh
+    with closing(sqlite3.connect(db_path, isolation_level=None)) as before:
+        before.execute("begin")
+        count(before)  # its snapshot starts here
+        await scope.delete(event_id=oldest[0])
+        kept, fresh, after, newest = counted()
+        assert after is not known
+        assert kept == fresh
+        assert Term.from_count("widget", PER_TERM, *known[("", "widget")], newest) != fresh
+        assert counts.for_snapshot(before) is None
+
+
+async def test_a_v8_file_counts_removals_once_migrated(db_path: Path) -> None:
+    """A file from before the count (schema 8) starts it when it migrates: kept term
+    counts are dropped by the first document to leave its index."""
+    async with amem.open(db_path) as mem:
+        old = await said(mem.scope("p", "q"), ["one widget", "two widgets"], at=OLD)
+    with closing(sqlite3.connect(db_path)) as conn:
+        undo_v9(conn)
+        conn.execute("pragma user_version = 8")
+        conn.commit()
+    counts = TermCounts()
+    async with amem.open(db_path) as mem:
+        with closing(sqlite3.connect(db_path)) as conn:
+            known = counts.for_snapshot(conn)
+            await mem.scope("p", "q").delete(event_id=old[0])
+            assert known is not None
+            assert counts.for_snapshot(conn) is not known

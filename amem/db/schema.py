@@ -29,6 +29,10 @@ v8  tiers: ``memories.tier`` (``working``/``episodic``/``profile``; existing row
     their kind's default), ``pinned`` and ``expires_at`` (a working note's TTL); partial
     indexes over current memories by tier and kind, and over current expiring notes, so
     ``consolidate`` reads only what it may change
+v9  ``index_removals``: how many search documents have ever left the index or changed
+    (kept by triggers on ``search_docs``). Until one does, a common term's oldest
+    postings stay what they were (a new document takes a number past every other), so
+    readers keep their counts between queries (``search.recall.TermCounts``)
 
 Each migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
 after taking the write lock, so processes that start at the same time on a new file
@@ -46,7 +50,7 @@ from pathlib import Path
 from ..errors import StorageError
 from .drivers import open_sqlite
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 V1 = (
     """
@@ -419,6 +423,22 @@ V8 = (
     """,
 )
 
+V9 = (
+    "create table index_removals (removed integer not null)",
+    "insert into index_removals (removed) values (0)",
+    """
+    create trigger search_docs_removed after delete on search_docs begin
+        update index_removals set removed = removed + 1;
+    end
+    """,
+    """
+    create trigger search_docs_changed after update on search_docs begin
+        update index_removals set removed = removed + 1;
+    end
+    """,
+)
+"""One row: search documents removed or changed since the file reached v9."""
+
 MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (1, V1),
     (2, V2),
@@ -428,6 +448,7 @@ MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (6, V6),
     (7, V7),
     (8, V8),
+    (9, V9),
 )
 """Each version and its statements; a version in ``RETOKENIZED`` also rebuilds the index."""
 RETOKENIZED = frozenset({5})

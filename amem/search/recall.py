@@ -84,6 +84,8 @@ POSTED_TERMS = 8
 """Most informative terms whose newest postings are read."""
 STATS_BATCH = 100
 """Tokens whose document frequency one statement reads (SQLite allows 500 compound terms)."""
+KNOWN_TERMS = 50_000
+"""Most common terms' counts kept between queries (``TermCounts``): about 10 MB."""
 CONJOINED = 4
 """Most terms one conjunction holds (its most informative ones)."""
 CONJUNCTIONS = 8
@@ -210,6 +212,7 @@ where case d.doc_kind
 end
 limit :per_term
 """
+SELECT_REMOVALS = "select removed from index_removals"
 COUNT_TERM = f"""
 select {{n}}, count(*), min(rowid), max(rowid) from (
     select rowid from search_fts where search_fts match ? limit {PER_TERM}
@@ -304,21 +307,26 @@ class Recalled(NamedTuple):
 
 
 def recall_memories(
-    conn: sqlite3.Connection, q: RecallQuery, matrices: Matrices | None = None
+    conn: sqlite3.Connection,
+    q: RecallQuery,
+    matrices: Matrices | None = None,
+    counts: TermCounts | None = None,
 ) -> Recalled:
-    """The ranked items of a query."""
+    """The ranked items of a query (``counts``: the reader's term counts kept between
+    queries, if any)."""
     params = eligibility(q)
+    known = counts.for_snapshot(conn) if counts is not None else None
     found: dict[str, Candidate] = {}
-    matches, capped = lexical_matches(conn, q, params, SELECT_TERM)
+    matches, capped = lexical_matches(conn, q, params, SELECT_TERM, known)
     add_candidates(conn, found, params, matches, q)
     if capped and len(found) < q.limit:  # the newest postings were no evidence at as_of
         found = {}
-        matches, _ = lexical_matches(conn, q, params, SELECT_ELIGIBLE_TERM)
+        matches, _ = lexical_matches(conn, q, params, SELECT_ELIGIBLE_TERM, known)
         add_candidates(conn, found, params, matches, q)
     warnings: list[str] = []
     hybrid = False
     if q.vector is not None and matrices is not None:
-        hybrid, warnings = add_nearest(conn, found, params, q, matrices)
+        hybrid, warnings = add_nearest(conn, found, params, q, matrices, known)
     add_links(conn, found, params)
     if hybrid:
         fuse(found, q)
@@ -454,7 +462,11 @@ def exclusion_clause(params: dict[str, object], event_id: str, seq: str) -> str:
 
 
 def lexical_matches(
-    conn: sqlite3.Connection, q: RecallQuery, params: dict[str, object], select_term: str
+    conn: sqlite3.Connection,
+    q: RecallQuery,
+    params: dict[str, object],
+    select_term: str,
+    known: KnownTerms | None = None,
 ) -> tuple[dict[tuple[str, str], float], bool]:
     """BM25 of the best bounded candidates, normalised to 0..1, by ``(doc_kind, ref)``;
     and whether any term had more matches than ``PER_TERM``."""
@@ -462,7 +474,7 @@ def lexical_matches(
     newest = conn.execute(COUNT_DOCS).fetchone()[0] or 1  # documents ever indexed: cheap
     clauses = clause_tokens(q.query)
     distinct = list(dict.fromkeys(token for clause in clauses for token in clause))
-    terms = informative_terms(conn, distinct, scope, newest)
+    terms = informative_terms(conn, distinct, scope, newest, known)
     if not terms:
         return {}, False
     bounds = {"as_of": params["as_of"], "history": params["history"], "scan": TERM_SCAN}
@@ -474,7 +486,7 @@ def lexical_matches(
     if select_term == SELECT_TERM:  # all postings, not only eligible ones: both ends known
         terms = [term.refined(postings.get(term.text)) for term in terms]
         terms.sort(key=lambda term: term.df)
-    total = scope_documents(conn, q, scope, newest)
+    total = scope_documents(conn, q, scope, newest, known)
     idf = {t.text: math.log(1 + (total - min(t.df, total) + 0.5) / (t.df + 0.5)) for t in terms}
     ranked = max(RANKED, q.limit)
     together, saturated = conjunctions(conn, clauses, terms, scope, ranked, q.limit)
@@ -546,6 +558,40 @@ class Term(NamedTuple):
         return self._replace(df=2 * PER_TERM * (1 + gap / ends))
 
 
+KnownTerms = dict[tuple[str, str], tuple[int, int]]
+"""``(scope match, token)`` -> ``Term.first`` and ``Term.oldest_last`` of a token held by
+``PER_TERM`` documents or more."""
+
+
+class TermCounts:
+    """The oldest postings of common terms, as ``term_stats`` counted them, kept between
+    queries by the readers of one ``Memory``.
+
+    A term held by ``PER_TERM`` documents or more keeps its oldest ``PER_TERM`` postings
+    until a document leaves the index or changes: a new one takes a number past every
+    other. So they are kept until ``index_removals`` (a trigger counts removals) moves,
+    and a long query (the last turns of a conversation) counts only the words it does not
+    share with the queries before it, whose common words and characters recur in each.
+    """
+
+    def __init__(self, most: int = KNOWN_TERMS) -> None:
+        self.most = most
+        self._state: tuple[int, KnownTerms] = (-1, {})  # replaced whole: threads share it
+
+    def for_snapshot(self, conn: sqlite3.Connection) -> KnownTerms | None:
+        """The counts valid in the read transaction of ``conn`` (None for a snapshot older
+        than the one they were counted in)."""
+        row = conn.execute(SELECT_REMOVALS).fetchone()
+        removed = -1 if row is None else int(row[0])
+        counted_at, known = self._state
+        if removed < counted_at:
+            return None
+        if removed > counted_at or len(known) >= self.most:
+            known = {}
+            self._state = (removed, known)
+        return known
+
+
 def scope_match(conn: sqlite3.Connection, q: RecallQuery) -> str:
     """`` AND <scope token>``, or nothing when the index holds no other scope.
 
@@ -559,7 +605,11 @@ def scope_match(conn: sqlite3.Connection, q: RecallQuery) -> str:
 
 
 def informative_terms(
-    conn: sqlite3.Connection, tokens: list[str], scope: str, newest: int
+    conn: sqlite3.Connection,
+    tokens: list[str],
+    scope: str,
+    newest: int,
+    known: KnownTerms | None = None,
 ) -> list[Term]:
     """The query's tokens found in the scope, fewest documents first, at most ``MAX_TERMS``.
 
@@ -567,30 +617,50 @@ def informative_terms(
     by its most informative words wherever they stand in it. Single characters count too,
     as in an exhaustive BM25: a CJK word's characters are indexed with it, and counting
     them ranks the memory holding the query's informative words first."""
-    found = [term for term in term_stats(conn, tokens, scope, newest) if term.df]
+    found = [term for term in term_stats(conn, tokens, scope, newest, known) if term.df]
     return sorted(found, key=lambda term: term.df)[:MAX_TERMS]
 
 
-def term_stats(conn: sqlite3.Connection, tokens: list[str], scope: str, newest: int) -> list[Term]:
+def term_stats(
+    conn: sqlite3.Connection,
+    tokens: list[str],
+    scope: str,
+    newest: int,
+    known: KnownTerms | None = None,
+) -> list[Term]:
     """Each token's in-scope documents (up to ``PER_TERM``), in one statement per
-    ``STATS_BATCH`` tokens."""
-    terms = []
-    for start in range(0, len(tokens), STATS_BATCH):
-        batch = tokens[start : start + STATS_BATCH]
+    ``STATS_BATCH`` tokens not ``known``; in the order of ``tokens``."""
+    known = {} if known is None else known
+    counted = {}
+    for token in tokens:
+        if (ends := known.get((scope, token))) is not None:
+            counted[token] = Term.from_count(token, PER_TERM, *ends, newest)
+    unknown = [token for token in tokens if token not in counted]
+    for start in range(0, len(unknown), STATS_BATCH):
+        batch = unknown[start : start + STATS_BATCH]
         sql = " union all ".join(COUNT_TERM.format(n=n) for n in range(len(batch)))
         rows = conn.execute(sql, [f"{literal(token)}{scope}" for token in batch]).fetchall()
-        for n, counted, first, oldest_last in rows:
-            terms.append(Term.from_count(batch[n], counted, first or 0, oldest_last or 0, newest))
-    return terms
+        for n, count, first, oldest_last in rows:
+            term = Term.from_count(batch[n], count, first or 0, oldest_last or 0, newest)
+            counted[term.text] = term
+            if count == PER_TERM:  # its oldest postings stay until a document leaves
+                known[(scope, term.text)] = (term.first, term.oldest_last)
+    return [counted[token] for token in tokens]
 
 
-def scope_documents(conn: sqlite3.Connection, q: RecallQuery, scope: str, newest: int) -> float:
+def scope_documents(
+    conn: sqlite3.Connection,
+    q: RecallQuery,
+    scope: str,
+    newest: int,
+    known: KnownTerms | None = None,
+) -> float:
     """Documents of the scope: those ever indexed when it is alone, else estimated like a
     term's frequency from its scope token's oldest and newest postings."""
     if not scope:
         return float(newest)
     token = scope_token(q.persona, q.project)
-    [term] = term_stats(conn, [token], "", newest)
+    [term] = term_stats(conn, [token], "", newest, known)
     rows = conn.execute(SELECT_TERM, {"match": literal(token), "per_term": PER_TERM})
     return max(1.0, term.refined([rowid for (rowid,) in rows]).df)
 
@@ -723,10 +793,10 @@ def bm25(
     for rowid, words in documents.items():
         norm = K1 * (1 - B + B * len(words) / average)
         total = 0.0
-        for term, n in Counter(words).items():
-            weight = idf.get(term)
-            if weight is not None:
-                total += weight * n * (K1 + 1) / (n + norm)
+        # Count only the query's terms (a document holds a few among many words), in the
+        # order they first stand in it: the same sum, to the last bit, as counting all.
+        for term, n in Counter([word for word in words if word in idf]).items():
+            total += idf[term] * n * (K1 + 1) / (n + norm)
         scores[rowid] = total
     return scores
 
@@ -828,6 +898,7 @@ def add_nearest(
     params: dict[str, object],
     q: RecallQuery,
     matrices: Matrices,
+    known: KnownTerms | None = None,
 ) -> tuple[bool, list[str]]:
     """Add the memories and events nearest the query as ``semantic`` evidence, when the
     query has evidence at all; returns whether vectors take part (``auto`` leaves a scope
@@ -837,7 +908,7 @@ def add_nearest(
     scope = (q.persona, q.project)
     nearest, embedded = matrices.nearest(conn, scope, q.fingerprint, q.vector, CANDIDATES, q.scan)
     warnings: list[str] = []
-    documents = scope_size(conn, q)
+    documents = scope_size(conn, q, known)
     if q.auto_coverage is not None and embedded < q.auto_coverage * documents:
         return False, warnings
     if embedded < COVERED * documents:
@@ -860,10 +931,10 @@ def add_nearest(
     return True, warnings
 
 
-def scope_size(conn: sqlite3.Connection, q: RecallQuery) -> float:
+def scope_size(conn: sqlite3.Connection, q: RecallQuery, known: KnownTerms | None = None) -> float:
     """The number of memories and indexed events in the query's scope, estimated cheaply."""
     newest = conn.execute(COUNT_DOCS).fetchone()[0] or 1
-    return scope_documents(conn, q, scope_match(conn, q), newest)
+    return scope_documents(conn, q, scope_match(conn, q), newest, known)
 
 
 def fuse(found: dict[str, Candidate], q: RecallQuery) -> None:

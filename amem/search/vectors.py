@@ -322,7 +322,8 @@ class Matrices:
             matrix = self._current(conn, scope, fingerprint)
             if matrix is not None:  # rows past ``count`` may be written by the next loader
                 count, refs = len(matrix.keys), matrix.refs
-                codes, nums, keys = matrix.codes[:count], matrix.nums[:count], matrix.keys[:count]
+                codes, nums = matrix.codes[:count], matrix.nums[:count]  # views, not copies
+                keys = matrix.keys  # appended in place, never rewritten: rows below count hold
         if matrix is None:
             return streamed(conn, scope, fingerprint, vector, k, scan)
         start = 0 if scan is None else max(0, count - scan)
