@@ -330,7 +330,7 @@ def recall_memories(
     add_links(conn, found, params)
     if hybrid:
         fuse(found, q)
-    scored = [(round(score(parts(c, q)), 6), memory_id, c) for memory_id, c in found.items()]
+    scored = [(round(ranking(c, q), 6), memory_id, c) for memory_id, c in found.items()]
     scored.sort(key=lambda entry: (-entry[0], entry[1]))
     merged = merge_identical(scored, q)[: q.limit]
     items = [recall_item(best, q, others) for best, others in merged]  # the top ones only
@@ -953,6 +953,14 @@ def fuse(found: dict[str, Candidate], q: RecallQuery) -> None:
         for rank, (_, _, candidate) in enumerate(listed, 1):
             share = (FUSION_K + 1) / (FUSION_K + rank) / 2
             candidate.fusion = (candidate.fusion or 0.0) + share
+
+
+def ranking(candidate: Candidate, q: RecallQuery) -> float:
+    """``score`` of a candidate: its fusion score as it stands (hybrid), else its evidence
+    scaled by its priors."""
+    if candidate.fusion is not None:
+        return candidate.fusion
+    return score(parts(candidate, q))
 
 
 def parts(candidate: Candidate, q: RecallQuery) -> dict[str, Any]:
