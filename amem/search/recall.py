@@ -85,7 +85,7 @@ POSTED_TERMS = 8
 STATS_BATCH = 100
 """Tokens whose document frequency one statement reads (SQLite allows 500 compound terms)."""
 KNOWN_TERMS = 50_000
-"""Most common terms' counts kept between queries (``TermCounts``): about 10 MB."""
+"""Most common terms' counts kept between queries (``TermCounts``): about 13 MB."""
 CONJOINED = 4
 """Most terms one conjunction holds (its most informative ones)."""
 CONJUNCTIONS = 8
