@@ -749,14 +749,44 @@ async def test_fusion_puts_what_both_lists_found_first(db_path: Path) -> None:
         hybrid = await scope.recall("tea", mode="semantic")
     assert fast.items[0].text == "User drinks tea tea tea every day"
     assert hybrid.items[0].text == "User likes tea"
-    assert {item.text for item in hybrid.items[1:]} == {
-        "User loves a hot green brew",  # first of the dense list alone
+    assert [item.text for item in hybrid.items[1:]] == [
         "User drinks tea tea tea every day",  # first of the lexical list alone
-    }
+        "User loves a hot green brew",  # first of the dense list alone: the same score,
+    ]  # and a tie goes to the word match (memory IDs are random: they decided before)
     assert hybrid.items[1].score == hybrid.items[2].score == 0.5
     scores = [item.score for item in hybrid.items]
     assert scores == sorted(scores, reverse=True)
     assert all(item.score == round(item.components.fusion or 0, 6) for item in hybrid.items)
+
+
+async def test_a_word_match_past_the_nearest_is_ranked_by_its_meaning_too(
+    db_path: Path,
+) -> None:
+    """Sixty memories nearer the query than any word match fill the nearest search; the
+    strong word matches still get their own cosines, so the one near in meaning outranks
+    the better word match that points away from the query. A memory sharing one word of
+    three gets none: a stray word earns no place in the dense list."""
+    vectors_of = {
+        "hot green tea": [1.0, 0.0, 0.0],
+        "User drinks hot green tea, hot green tea every day": [-0.1, 0.99499, 0.0],
+        "User likes hot green tea": [0.5, 0.86603, 0.0],  # fewer words, nearer in meaning
+        "User painted the fence green": [0.6, 0.8, 0.0],  # one word of three
+    }
+    near = [0.9, 0.0, 0.43589]  # every note: nearer than all of them
+    endpoint = Endpoint(lambda text: vectors_of.get(text, near))
+    notes = [f"User note {n}" for n in range(60)]
+    async with open_with(db_path, endpoint, embed_min_similarity=0.5) as mem:
+        scope = mem.scope()
+        await remember(scope, *notes, *list(vectors_of)[1:])
+        await settled(scope)
+        fast = await scope.recall("hot green tea", mode="fast")
+        hybrid = await scope.recall("hot green tea", mode="deep", limit=20)
+    assert fast.items[0].text.startswith("User drinks")
+    found = {item.text.split()[1]: item for item in hybrid.items}
+    assert hybrid.items[0] == found["likes"]
+    assert found["likes"].components.semantic == pytest.approx(0.5, abs=1e-4)
+    assert found["drinks"].components.semantic == 0.0  # pointing away: no dense rank
+    assert found["painted"].components.semantic == 0.0
 
 
 async def test_vector_search_ranks_by_exact_cosine_past_its_int8_shortlist(db_path: Path) -> None:

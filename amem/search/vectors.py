@@ -226,6 +226,11 @@ SAMPLE_STEP = 64
 SAMPLE_MARGIN = 8
 """Sampled scores above the expected threshold rank: a bad sample costs one more pass."""
 SELECT_VECTORS = "select num, vector from vectors where num in ({})"
+SELECT_REF_VECTORS = """
+select ref, vector from vectors where fingerprint = ? and doc_kind = ? and ref in ({})
+"""
+REFS_BATCH = 500
+"""Refs one ``SELECT_REF_VECTORS`` reads (SQLite allows 999 variables in older builds)."""
 
 
 @dataclass(slots=True)
@@ -389,6 +394,27 @@ def read_vectors(conn: sqlite3.Connection, nums: Nums, dim: int) -> Floats:
     blobs = dict(conn.execute(SELECT_VECTORS.format(marks), nums.tolist()).fetchall())
     joined = b"".join(blobs[num] for num in nums.tolist())
     return np.frombuffer(joined, dtype="<f4").reshape(-1, dim)
+
+
+def similarities(
+    conn: sqlite3.Connection, fingerprint: str, query: Sequence[float], keys: Iterable[Key]
+) -> dict[Key, float]:
+    """The exact cosine of each of ``keys`` that has a vector of ``fingerprint`` (an event
+    at its best chunk), read by key: a point lookup each, however large the scope."""
+    vector = np.asarray(query, dtype=np.float32)
+    refs: dict[str, list[str]] = {}
+    for kind, ref in keys:
+        refs.setdefault(kind, []).append(ref)
+    found: dict[Key, float] = {}
+    for kind, wanted in refs.items():
+        for start in range(0, len(wanted), REFS_BATCH):
+            batch = wanted[start : start + REFS_BATCH]
+            sql = SELECT_REF_VECTORS.format(", ".join("?" * len(batch)))
+            for ref, blob in conn.execute(sql, [fingerprint, kind, *batch]).fetchall():
+                if len(blob) == 4 * len(vector):  # another size: another space
+                    similarity = float(np.frombuffer(blob, dtype="<f4") @ vector)
+                    found[kind, ref] = max(found.get((kind, ref), -1.0), similarity)
+    return found
 
 
 def streamed(
