@@ -12,6 +12,7 @@ import pytest
 from helpers import undo_v6
 
 import amem
+from amem.db import schema
 from amem.db.schema import FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
@@ -211,3 +212,39 @@ def test_every_letter_and_digit_is_one_token() -> None:
                             ('"' + char + '"', n)).fetchone()
     ]  # fmt: skip
     assert lost == []
+
+
+class MigratedMidCheck:
+    """A read-only connection to a new file that another process migrates (its first step:
+    the tables and version 1, in one commit) right after this connection's first
+    statement, as a process starting at the same moment does."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        self.statements = 0
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        cursor = self.conn.execute(sql, *args)
+        self.statements += 1
+        if self.statements == 1:
+            other = sqlite3.connect(self.path, isolation_level=None)
+            other.execute("begin immediate")
+            for statement in MIGRATIONS[0][1]:
+                other.execute(statement)
+            other.execute("pragma user_version = 1")
+            other.execute("commit")
+            other.close()
+        return cursor
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def test_a_new_file_another_process_migrates_meanwhile_is_not_called_foreign(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sqlite3.connect(db_path).execute("pragma journal_mode = wal").close()  # new, not empty
+    monkeypatch.setattr(schema, "open_sqlite", lambda path, readonly: MigratedMidCheck(db_path))
+    schema.check_existing(db_path)  # version and tables read together: one snapshot
+    assert sqlite_value(db_path, "pragma user_version") == 1

@@ -473,10 +473,10 @@ def check_existing(path: Path) -> None:
     except sqlite3.Error as exc:
         raise StorageError("the database file cannot be opened", code="not_a_database") from exc
     try:
-        version = int(conn.execute("pragma user_version").fetchone()[0])
+        version, tables = version_and_tables(conn)
         refuse_newer(version)
         if version == 0:
-            refuse_foreign(conn)
+            refuse_foreign(tables)
     except sqlite3.OperationalError as exc:
         if not needs_recovery(exc):
             raise StorageError("the file is not a SQLite database", code="not_a_database") from exc
@@ -512,10 +512,10 @@ def migrate(conn: sqlite3.Connection, reindex: Reindex | None = None) -> int:
     for target, statements in MIGRATIONS:
         conn.execute("begin immediate")
         try:
-            version = int(conn.execute("pragma user_version").fetchone()[0])
+            version, tables = version_and_tables(conn)
             refuse_newer(version)
             if version == 0 and target == 1:
-                refuse_foreign(conn)
+                refuse_foreign(tables)
             if version == target - 1:
                 for statement in statements:
                     conn.execute(statement)
@@ -539,10 +539,24 @@ def retokenize(conn: sqlite3.Connection, reindex: Reindex | None) -> None:
         )
 
 
-def refuse_foreign(conn: sqlite3.Connection) -> None:
+SELECT_VERSION_AND_TABLES = """
+select (select user_version from pragma_user_version),
+       (select count(*) from sqlite_master where name not like 'sqlite_%')
+"""
+
+
+def version_and_tables(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The file's schema version and how many tables, indexes and triggers it holds, read
+    in one statement: one snapshot. Read apart, a process migrating the file between the
+    two reads (its first step creates the tables and sets version 1 together) made a new
+    file look like version 0 with someone else's tables."""
+    version, tables = conn.execute(SELECT_VERSION_AND_TABLES).fetchone()
+    return int(version), int(tables)
+
+
+def refuse_foreign(tables: int) -> None:
     """A version-0 file that already holds tables belongs to someone else."""
-    row = conn.execute("select count(*) from sqlite_master where name not like 'sqlite_%'")
-    if row.fetchone()[0]:
+    if tables:
         raise StorageError(
             "the file holds tables that amem did not create; point amem at a new file",
             code="not_amem_database",
