@@ -300,6 +300,9 @@ class Candidate:
     link: float = 0.0
     fusion: float | None = None
     """Its reciprocal-rank fusion score (hybrid recall only)."""
+    word_rank: float = 0.0
+    """What the lexical list of the fusion ranked it by (``lexical_rank_score``): fusion
+    ties go to the better word match."""
 
     @property
     def raw(self) -> bool:
@@ -341,7 +344,7 @@ def recall_memories(
         fuse(found, q)
     scored = [(round(ranking(c, q), 6), memory_id, c) for memory_id, c in found.items()]
     if hybrid:  # fusion ties by construction: the r-th of either list alone scores the same
-        scored.sort(key=lambda entry: (-entry[0], -lexical_rank_score(entry[2], q), entry[1]))
+        scored.sort(key=lambda entry: (-entry[0], -entry[2].word_rank, entry[1]))
     else:
         scored.sort(key=lambda entry: (-entry[0], entry[1]))
     merged = merge_identical(scored, q)[: q.limit]
@@ -982,13 +985,15 @@ def lexical_rank_score(candidate: Candidate, q: RecallQuery) -> float:
 
 def fuse(found: dict[str, Candidate], q: RecallQuery) -> None:
     """Set every candidate's ``fusion``: its reciprocal ranks in the lexical list (ranked by
-    lexical and link evidence scaled by the priors, as ``fast`` ranks) and the dense list
-    (ranked by cosine alone: one model's cosines crowd in a band a few hundredths wide,
-    which the priors would reorder by age), summed and scaled so that first in both
-    lists is 1.0."""
+    lexical and link evidence scaled by the priors, as ``fast`` ranks: ``word_rank``) and
+    the dense list (ranked by cosine alone: one model's cosines crowd in a band a few
+    hundredths wide, which the priors would reorder by age), summed and scaled so that
+    first in both lists is 1.0."""
+    for candidate in found.values():
+        candidate.word_rank = lexical_rank_score(candidate, q)
     for evidence in (LEXICAL_EVIDENCE, DENSE_EVIDENCE):
         listed = [
-            (-(lexical_rank_score(c, q) if evidence is LEXICAL_EVIDENCE else c.semantic), n, c)
+            (-(c.word_rank if evidence is LEXICAL_EVIDENCE else c.semantic), n, c)
             for n, c in enumerate(found.values())
             if any(getattr(c, name) for name in evidence)
         ]
