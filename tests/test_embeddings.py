@@ -858,6 +858,61 @@ async def test_the_best_of_one_list_is_not_buried_by_weak_matches_of_both(
     assert not set(weak[:5]) & set(texts)
 
 
+async def test_the_reply_to_a_matching_turn_comes_back_with_it(db_path: Path) -> None:
+    """A question matches the turn that asked it; the answer is the next turn, which shares
+    neither its words nor its meaning. Hybrid recall brings that reply in at 0.8 of the
+    asking turn's score, above weaker matches; only someone else's next turn of the same
+    session is a reply, and an excluded reply stays out."""
+    asked = "What did you cook for the party?"
+    answer = "A big lasagna, it vanished in minutes."
+    after = "Wow, I want the recipe."
+    weaker = [f"Remember the party on day {n}" for n in range(8)]
+    vectors_of = {"what did you cook for the party": [1.0, 0.0, 0.0], asked: [0.9, 0.43589, 0.0]}
+    endpoint = Endpoint(lambda text: vectors_of.get(text, [0.0, 0.0, 1.0]))
+    async with open_with(db_path, endpoint, embed_min_similarity=0.5) as mem:
+        scope = mem.scope()
+        for text in weaker:
+            await scope.submit_event(text, role="user", session="diary", occurred_at=T)
+        for role, text in [("user", asked), ("assistant", answer), ("user", after)]:
+            await scope.submit_event(text, role=role, event_id=text, session="dinner")
+        await scope.submit_event("I cook for every party", role="user", session="notes")
+        await scope.submit_event("Buy chairs", role="user", event_id="chairs", session="notes")
+        await settled(scope)
+        query = "what did you cook for the party"
+        fast = await scope.recall(query, mode="fast")
+        hybrid = await scope.recall(query, mode="semantic")
+        excluded = await scope.recall(query, mode="semantic", exclude_event_ids=[answer])
+    assert answer not in [item.id for item in fast.items]  # no word of the query
+    ids = [item.id for item in hybrid.items]
+    assert ids[0] == asked
+    reply = hybrid.items[ids.index(answer)]
+    assert reply.raw_fallback
+    assert reply.components.lexical == reply.components.semantic == 0
+    assert reply.score == round(0.8 * hybrid.items[0].score, 6)
+    assert ids.index(answer) < min(
+        ids.index(item.id) for item in hybrid.items if item.text in weaker
+    )
+    assert after not in ids  # the reply to a reply: one step only
+    assert "chairs" not in ids  # the same speaker again: no reply
+    assert answer not in [item.id for item in excluded.items]
+
+
+async def test_a_reply_brings_its_memories(db_path: Path) -> None:
+    """A reply that has memories comes back as them, like any matching event."""
+    endpoint = Endpoint(lambda text: [1.0, 0.0] if "holiday" in text else [0.0, 1.0])
+    async with open_with(db_path, endpoint, embed_min_similarity=0.5) as mem:
+        scope = mem.scope()
+        await scope.submit_event("Where do you go on holiday?", role="assistant", session="s")
+        receipt = await scope.submit_event("Lisbon, every May.", role="user", session="s")
+        [memory] = await scope.add_memories(
+            receipt.event_id, [fact("User goes to Lisbon in May", "Lisbon, every May.")]
+        )
+        await settled(scope)
+        result = await scope.recall("holiday plans", mode="semantic")
+    assert [item.id for item in result.items][1:] == [memory.id]
+    assert result.items[1].score == round(0.8 * result.items[0].score, 6)
+
+
 @pytest.mark.parametrize("order", ["random", "sorted", "tied"])
 def test_the_scan_keeps_exactly_the_best_scores(order: str) -> None:
     """``top_rows`` reads a threshold off a sample of the scores; whatever the sample
