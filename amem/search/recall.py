@@ -405,12 +405,17 @@ def add_candidates(
 ) -> None:
     """``add_lexical`` for the matches that can reach the top ``limit``.
 
-    Only where nothing but raw events is in play (no memory among the matches or derived
-    from them, no vectors): a raw event scores at most its lexical weight times its match,
-    and no link reaches it. So once the best matches have given ``limit`` items, a match
-    below the ``limit``-th score even at that bound is left out, unread. The items returned
-    are exactly those a full read would return; a scope whose events have no memories yet
-    (no extraction configured) is common.
+    Hybrid recall reads the best ``RANKED`` (50, or ``limit``) as its lexical list: further
+    down a reciprocal rank is worth little, and a match the vectors find too comes in
+    through them (the next 50 cost 1 ms a query at 100k; on LoCoMo and MemoryBank the
+    items were as good: docs/embeddings.md).
+
+    Fast recall reads them all, except where nothing but raw events is in play (no memory
+    among the matches or derived from them): a raw event scores at most its lexical weight
+    times its match, and no link reaches it. So once the best matches have given ``limit``
+    items, a match below the ``limit``-th score even at that bound is left out, unread.
+    The items returned are exactly those a full read would return; a scope whose events
+    have no memories yet (no extraction configured) is common.
     """
     order = sorted(matches, key=matches.__getitem__, reverse=True)
     head, rest = order[: 2 * q.limit], order[2 * q.limit :]
@@ -418,7 +423,10 @@ def add_candidates(
     def add(keys: list[tuple[str, str]]) -> None:
         add_lexical(conn, found, params, {key: matches[key] for key in keys}, q.kinds)
 
-    if q.vector is not None or not rest or any(kind == "memory" for kind, _ in order):
+    if q.vector is not None:
+        add(order[: max(RANKED, q.limit)])
+        return
+    if not rest or any(kind == "memory" for kind, _ in order):
         add(order)
         return
     add(head)
