@@ -19,9 +19,10 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import anyio
@@ -184,6 +185,9 @@ async def open(
         with anyio.CancelScope(shield=True):  # once started, these must be closed below
             db.writer.keep_up(index.merge_step)
             await tg.start(db.writer.serve)
+            db.writer.when_idle(files.sweep_recorded)  # copies killed exports left behind
+            if await db.read(erasure.scrub_due):  # a process killed before it scrubbed
+                db.writer.when_idle(erasure.scrub)
             pipeline = None if client is None else Pipeline(db, settings, client)
             if pipeline is not None:
                 await tg.start(pipeline.serve)
@@ -361,8 +365,22 @@ class Memory:
         the path to a directory. ``progress(done, total)`` is called from a worker thread.
         """
         target = await anyio.to_thread.run_sync(files.checked_target, path, root)
-        counts = await self._runtime.read(transfer.write_archive, target, progress)
+        async with self._recorded_temp(target) as temp:
+            counts = await self._runtime.read(transfer.write_archive, target, temp, progress)
         return ArchiveResult(path=str(target), counts=counts)
+
+    @asynccontextmanager
+    async def _recorded_temp(self, target: Path) -> AsyncIterator[Path]:
+        """A temporary file name beside ``target``, recorded in the database while the
+        file is written, so that a killed process's copy is found and removed later
+        (``files.sweep_recorded``)."""
+        temp = files.temp_name(target)
+        await self._runtime.write(files.record, temp)
+        try:
+            yield temp
+        finally:
+            with anyio.CancelScope(shield=True), suppress(Closed):  # else swept next time
+                await self._runtime.write(files.forget, temp)
 
     async def import_archive(
         self, path: str | os.PathLike[str], *, progress: Progress | None = None
@@ -381,9 +399,15 @@ class Memory:
     async def backup(
         self, path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
     ) -> ArchiveResult:
-        """Copy the database to a new file with SQLite's backup API, while writers run."""
+        """Copy the database to a new file with SQLite's backup API, while writers run.
+        An erasure's scrub still waiting for an idle writer runs first, so the copy holds
+        no byte of erased text."""
         target = await anyio.to_thread.run_sync(files.checked_target, path, root)
-        await anyio.to_thread.run_sync(transfer.backup_file, self._runtime.db.path, target)
+        await self._runtime.db.writer.settle()
+        async with self._recorded_temp(target) as temp:
+            await anyio.to_thread.run_sync(
+                transfer.backup_file, self._runtime.db.path, target, temp
+            )
         return ArchiveResult(path=str(target), counts={})
 
     async def restore(
@@ -875,9 +899,10 @@ class Scope:
         removed = await self._write(
             erasure.delete, event_id=event_id, memory_id=memory_id, now=db_now()
         )
-        # the index's copies of deleted terms and the WAL's copies of deleted pages go
-        # when the writer is next idle (a merge and a WAL truncation), never on this await
-        self._runtime.db.writer.when_idle(index.purge_deleted_terms)
+        # the index's copies of deleted terms, stale copies of deleted cells in pages and
+        # the WAL's copies of deleted pages go when the writer is next idle (a merge, a
+        # VACUUM and a WAL truncation: ``erasure.scrub``), never on this await
+        self._scrub_when_idle()
         return removed
 
     # --- forgetting: one memory, many events ------------------------------------------
@@ -950,9 +975,15 @@ class Scope:
     async def _erase_batch(self, erased: Erasure, event_ids: Sequence[str]) -> Erasure:
         """One write transaction of a bulk erase, added to the receipt so far."""
         batch = await self._write(erasure.erase_events, event_ids, now=db_now())
-        if batch.events:  # as after ``delete``: the erased terms leave the file when idle
-            self._runtime.db.writer.when_idle(index.purge_deleted_terms)
+        if batch.events:  # as after ``delete``: the erased text leaves the file when idle
+            self._scrub_when_idle()
         return erasure.combine(erased, batch)
+
+    def _scrub_when_idle(self) -> None:
+        """After an erasure, once the writer is idle: the erased text leaves the file and
+        its WAL (``erasure.scrub``), and copies killed exports left go too."""
+        self._runtime.db.writer.when_idle(erasure.scrub)
+        self._runtime.db.writer.when_idle(files.sweep_recorded)
 
     async def relate(self, from_id: str, to_id: str) -> Relation:
         """Link two memories of this scope with an explicit ``related`` link (idempotent)."""
@@ -991,8 +1022,8 @@ class Scope:
                 tiers.consolidate, as_of=when, promote_after=promote_after, dry_run=True
             )
         done = await self._write(tiers.consolidate, as_of=when, promote_after=promote_after)
-        if done.deleted:  # as after ``delete``: their terms leave the file when idle
-            self._runtime.db.writer.when_idle(index.purge_deleted_terms)
+        if done.deleted:  # as after ``delete``: their text leaves the file when idle
+            self._scrub_when_idle()
         return done
 
     async def compact_working(

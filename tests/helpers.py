@@ -69,8 +69,17 @@ async def cancelled_after(ticks: int, call: Callable[[], Awaitable[T]]) -> list[
     return finished
 
 
+def undo_v10(conn: sqlite3.Connection) -> None:
+    """Take back schema v10: ``temp_files``, ``scrubs`` and its triggers go."""
+    for name in ("events_erased", "memories_erased"):
+        conn.execute(f"drop trigger {name}")
+    conn.execute("drop table scrubs")
+    conn.execute("drop table temp_files")
+
+
 def undo_v9(conn: sqlite3.Connection) -> None:
-    """Take back schema v9: ``index_removals`` and its triggers go."""
+    """Take back schema v9, and v10 after it: ``index_removals`` and its triggers go."""
+    undo_v10(conn)
     for name in ("search_docs_removed", "search_docs_changed"):
         conn.execute(f"drop trigger {name}")
     conn.execute("drop table index_removals")

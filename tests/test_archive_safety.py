@@ -248,6 +248,54 @@ def test_a_temporary_file_is_private_at_once_and_swept_after_a_kill(
     assert sorted(p.name for p in out.iterdir()) == ["second"]
 
 
+@pytest.mark.parametrize(("operation", "command"), [("export", "status"), ("backup", "doctor")])
+def test_the_next_command_on_the_database_removes_a_killed_copy(
+    out: Path, big_db: Path, operation: str, command: str
+) -> None:
+    """The killed copy is a full copy of the database beside its target, where nothing
+    else of amem may ever write again: the database records it, and the next command of
+    any kind on the database removes it."""
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    child = amem_child(operation, "--db", big_db, out / "first", **quiet)
+    try:
+        temp = caught_writing(out, child)
+    finally:
+        child.kill()
+        child.wait()
+    assert temp.exists()
+    result = amem_cli(command, "--db", big_db)
+    assert result.returncode == 0, result.stderr
+    assert temp_files(out) == []
+    assert list(out.iterdir()) == []
+    with closing(sqlite3.connect(big_db)) as conn:
+        assert conn.execute("select count(*) from temp_files").fetchone() == (0,)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_an_erasure_removes_a_copy_killed_while_the_database_was_open(
+    tmp_path: Path, out: Path, big_db: Path
+) -> None:
+    """An erasure cannot reach inside a copy, so it removes the copies that killed
+    processes left, even those killed after this process opened the database."""
+    db = shutil.copy(big_db, tmp_path / "mine.db")  # the erasure changes it
+    async with amem.open(db) as mem:
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        child = amem_child("export", "--db", db, out / "first", **quiet)
+        try:
+            temp = await anyio.to_thread.run_sync(caught_writing, out, child)
+        finally:
+            child.kill()
+            child.wait()
+        assert temp.exists()
+        scope = (await mem.scopes())[0]
+        listed = await mem.scope(scope.persona, scope.project).list("events", limit=1)
+        await mem.scope(scope.persona, scope.project).delete(event_id=listed.items[0].id)
+        with anyio.fail_after(30):
+            while temp_files(out):
+                await anyio.sleep(0.1)
+
+
 def test_only_stale_temporary_files_of_this_machine_are_swept(tmp_path: Path, out: Path) -> None:
     db = tmp_path / "a.db"
     anyio.run(populate_path, db)

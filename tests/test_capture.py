@@ -64,6 +64,8 @@ def _snapshot(db_path: Path, persona: str, project: str, instance: str) -> tuple
     with closing(sqlite3.connect(db_path)) as conn:
         # One read transaction: a shielded write of a cancelled caller may commit meanwhile.
         conn.execute("begin")
+        if not conn.execute("select 1 from sqlite_master where name = 'events'").fetchone():
+            return 0, []  # a process killed while it created the file, before it migrated
         row = conn.execute(
             "select position from capture_cursors where persona = ? and project = ? "
             "and instance = ?",

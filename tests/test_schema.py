@@ -49,7 +49,7 @@ def make_old_database(path: Path, version: int) -> None:
 async def test_a_new_file_is_at_the_current_version_in_wal_mode(db_path: Path) -> None:
     async with amem.open(db_path):
         assert sqlite_value(db_path, "pragma journal_mode") == "wal"
-    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION == 9
+    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION == 10
     tables = {
         "events", "personas", "memories", "relations", "checkpoints", "vectors",
         "vector_epochs", "erased_events", "scope_limits", "search_docs", "search_fts",

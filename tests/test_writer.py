@@ -17,6 +17,7 @@ import pytest
 
 import amem
 from amem.db.database import Database
+from amem.db.drivers import open_sqlite
 from amem.search import index
 from amem.testing import database
 
@@ -244,6 +245,39 @@ async def test_the_wal_is_truncated_while_readers_never_pause(db_path: Path) -> 
         # as it passes 1 MiB, so the samples between batches of ten may not see it pass)
         assert max(sizes) > 1 << 19
         assert (await scope.status()).events["stored"] == len(sizes[1:]) * 10
+
+
+async def test_the_wal_stays_bounded_while_another_reader_holds_a_snapshot(
+    db_path: Path,
+) -> None:
+    """A reader that never lets go (another process in a long transaction) keeps SQLite
+    from ever truncating the WAL: every write made it longer, to 1 GB for 5,000 long
+    events. Past ``wal_limit_mb`` writes now wait for that reader and then fail with
+    nothing written; once it leaves, the WAL is truncated without another write."""
+    wal = Path(f"{db_path}-wal")
+    async with amem.open(db_path, settings=amem.Settings(wal_limit_mb=1)) as mem:
+        scope = mem.scope()
+        await scope.submit_event("before the reader", role="user")
+        with closing(open_sqlite(str(db_path), readonly=True)) as reader:
+            reader.execute("begin")
+            reader.execute("select count(*) from events").fetchall()  # holds its snapshot
+            largest, stored = 0, 0
+            with anyio.fail_after(120), pytest.raises(amem.StorageError) as refused:
+                for n in range(10_000):
+                    await scope.submit_event(
+                        f"long event {n} " + "内容 content " * 1000, role="user"
+                    )
+                    stored += 1
+                    largest = max(largest, wal.stat().st_size)
+            assert refused.value.code == "database_busy"
+            assert "nothing was written" in str(refused.value)
+            assert 1 << 20 < largest < 2 << 20  # past the limit by one write at most
+            reader.execute("rollback")
+        with anyio.fail_after(10):  # no write comes: the writer retries on its own
+            while wal.stat().st_size > 1 << 20:  # (idle index upkeep may add pages after)
+                await anyio.sleep(0.1)
+        await scope.submit_event("after the reader", role="user")
+        assert (await scope.status()).events["stored"] == stored + 2
 
 
 async def test_the_search_index_is_kept_merged_when_the_writer_is_idle(db_path: Path) -> None:

@@ -56,6 +56,9 @@ class Database:
         opened: list[Connection] = [write_conn]
         try:
             await _with_busy_retry(write_conn, enable_wal)
+            # a WAL that SQLite restarts is cut back to the limit, so its size on disk says
+            # how much of it is in use (the writer bounds it by that, ``Writer._bound_wal``)
+            await write_conn.run(lambda c: c.execute(f"pragma journal_size_limit = {wal_limit}"))
             try:
                 await _with_busy_retry(write_conn, lambda conn: migrate(conn, reindex))
             except StorageError as exc:

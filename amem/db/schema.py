@@ -50,7 +50,7 @@ from pathlib import Path
 from ..errors import StorageError
 from .drivers import open_sqlite
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 V1 = (
     """
@@ -439,6 +439,32 @@ V9 = (
 )
 """One row: search documents removed or changed since the file reached v9."""
 
+V10 = (
+    """
+    create table temp_files (
+        path text primary key,
+        created_at text not null
+    ) without rowid
+    """,
+    "create table scrubs (erased integer not null, scrubbed integer not null)",
+    "insert into scrubs (erased, scrubbed) values (0, 0)",
+    """
+    create trigger events_erased after delete on events begin
+        update scrubs set erased = erased + 1;
+    end
+    """,
+    """
+    create trigger memories_erased after delete on memories begin
+        update scrubs set erased = erased + 1;
+    end
+    """,
+)
+"""``temp_files``: the temporary files exports and backups of this database are writing
+(each beside its target): one a killed process left is removed by the next process that
+opens the file. ``scrubs``, one row: events and memories deleted so far, and how many of
+those deletions the last scrub covered, so a scrub a killed process never ran is run by
+the next process that opens the file (``store.erasure.scrub``)."""
+
 MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (1, V1),
     (2, V2),
@@ -449,6 +475,7 @@ MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (7, V7),
     (8, V8),
     (9, V9),
+    (10, V10),
 )
 """Each version and its statements; a version in ``RETOKENIZED`` also rebuilds the index."""
 RETOKENIZED = frozenset({5})

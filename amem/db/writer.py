@@ -14,10 +14,14 @@ taken it, the request commits or fails with its batch (the store ends *after*). 
 itself is shielded from cancellation and stops only when closed, so no transaction is
 ever split and no queued request is dropped.
 
-Between batches the actor keeps the WAL bounded (``wal_limit``), and when its inbox is
-empty it runs the chores callers left with ``when_idle`` (after a deletion: merging the
-search index, then truncating the WAL so deleted pages leave it too). A chore never makes
-a caller wait on readers: a WAL truncation that readers hold up is tried again later.
+Between batches the actor keeps the WAL bounded (``wal_limit``): past it, the WAL is
+truncated; when a reader's snapshot keeps it from being truncated, the actor takes no
+batch until it is (tried every ``WAL_RETRY_SECONDS``, idle or not), and a request that
+waited ``WAL_HOLD_SECONDS`` for that fails with nothing written. When its inbox is empty
+it runs the chores callers left with ``when_idle`` (after a deletion: scrubbing the
+erased text from the index and the file), then truncates the WAL so deleted pages leave
+it too. A chore never makes a caller wait on readers: a WAL truncation that readers hold
+up is tried again later.
 Once no write came for ``UPKEEP_QUIET`` seconds after a commit, it also takes bounded
 steps of the upkeep set with ``keep_up`` (merging the search index's segments) until none
 is left: a request that arrives meanwhile waits for one step at most.
@@ -57,8 +61,14 @@ WAL_RETRY_SECONDS = 0.5
 WAL_WAIT_MS = 100
 """How long a WAL truncation waits for the readers of its moment (new readers read the
 database file, so the wait ends as soon as the old ones finish)."""
+WAL_HOLD_SECONDS = BUSY_TIMEOUT_MS / 1000
+"""How long a write waits for a reader to let the WAL be truncated once it is past its
+limit, before it fails (as long as a write waits for another process's lock)."""
 CHORE_SECONDS = 5.0
 """The same chore runs at most this often: merging a large search index takes a while."""
+CHORE_SHARE = 0.1
+"""The most of the writer's time a chore takes: one that ran for t seconds runs again no
+sooner than t / CHORE_SHARE after it started (a scrub of a large file takes seconds)."""
 BEGIN_ATTEMPTS = 4
 """Tries at BEGIN IMMEDIATE; each already waits up to the busy timeout for the lock."""
 UPKEEP_QUIET = 0.2
@@ -74,6 +84,7 @@ class Request:
     done: anyio.Event = field(default_factory=anyio.Event)
     state: int = QUEUED
     outcome: JobResult = (False, None)
+    queued_at: float = field(default_factory=time.monotonic)
 
 
 class Writer:
@@ -84,9 +95,15 @@ class Writer:
         self._wal = wal
         self._wal_limit = wal_limit
         self._wal_tried = 0.0
+        self._wal_full = False
+        """Whether the WAL is past its limit and the last truncation failed (a reader)."""
         self._chores: dict[Job, float] = {}
         """Chores waiting for an idle moment, with the earliest time each may run."""
-        self._chores_ran: dict[Job, float] = {}
+        self._chores_next: dict[Job, float] = {}
+        """The earliest time each chore may run again (``CHORE_SECONDS``, ``CHORE_SHARE``)."""
+        self._settling: list[anyio.Event] = []
+        """Callers of ``settle``, woken once every waiting chore has run."""
+        self._chore_running = False
         self._scrub_due: float | None = None
         """When to try truncating the WAL again after a chore (None: nothing to scrub)."""
         self._upkeep: Callable[[sqlite3.Connection], bool] | None = None
@@ -130,6 +147,9 @@ class Writer:
         try:
             with anyio.CancelScope(shield=True):
                 while True:
+                    if self._wal_full and not self._closing:
+                        await self._hold_for_wal()
+                        continue
                     batch = self._take_batch()
                     if batch:
                         if await self._commit(batch) and self._upkeep is not None:
@@ -137,11 +157,11 @@ class Writer:
                             self._last_write = time.monotonic()
                         await self._bound_wal()
                     elif self._closing:
-                        await self._run_chores(final=True)
+                        await self._run_chores(everything=True)
                         return
                     else:
-                        next_due = await self._run_chores(final=False)
-                        if self._inbox or self._closing:  # either came during the chores
+                        next_due = await self._run_chores(everything=bool(self._settling))
+                        if self._inbox or self._closing or self._settling:  # came meanwhile
                             continue
                         upkeep_due = (
                             self._last_write + UPKEEP_QUIET if self._upkeep_due else math.inf
@@ -156,6 +176,7 @@ class Writer:
             for request in self._inbox:
                 _deliver(request, (False, Closed("this Memory was closed before the write")))
             self._inbox.clear()
+            self._wake_settling()
             self._stopped.set()
 
     async def close(self) -> None:
@@ -182,49 +203,104 @@ class Writer:
         await self._bound_wal()  # a merge rewrites index pages: the WAL grows by them
 
     def when_idle(self, chore: Job) -> None:
-        """Run ``chore(conn)`` in a transaction of its own once no request waits, then
-        truncate the WAL. The same chore runs at most every ``CHORE_SECONDS``; asking
+        """Run ``chore(conn)`` once no request waits, then truncate the WAL. The chore runs
+        outside any transaction and opens its own. The same chore runs at most every
+        ``CHORE_SECONDS`` (and takes at most ``CHORE_SHARE`` of the writer's time); asking
         again before it ran is a no-op. A chore still waiting at close runs then."""
         if chore not in self._chores:
-            self._chores[chore] = self._chores_ran.get(chore, -CHORE_SECONDS) + CHORE_SECONDS
+            self._chores[chore] = self._chores_next.get(chore, -math.inf)
             self._wakeup.set()
 
-    async def _run_chores(self, *, final: bool) -> float:
-        """Run the chores that are due (all of them when ``final``) and a WAL truncation
-        after them; returns when the next one is due (``inf`` when none waits)."""
-        now = time.monotonic()
+    async def settle(self) -> None:
+        """Run every waiting chore now, however recently it ran (and the WAL truncation
+        after them); returns once they ran. Returns at once when none waits."""
+        if not self._chores and self._scrub_due is None and not self._chore_running:
+            return
+        settled = anyio.Event()
+        self._settling.append(settled)
+        self._wakeup.set()
+        with anyio.CancelScope(shield=True):
+            await settled.wait()
+
+    def _wake_settling(self) -> None:
+        for settled in self._settling:
+            settled.set()
+        self._settling.clear()
+
+    async def _run_chores(self, *, everything: bool) -> float:
+        """Run the chores that are due (all of them when ``everything``) and a WAL
+        truncation after them; returns when the next one is due (``inf`` when none waits).
+        A chore that another process's lock kept from running waits for its next turn."""
         for chore, due in list(self._chores.items()):
-            if final or due <= now:
-                del self._chores[chore]
-                self._chores_ran[chore] = now
-                try:
-                    await self._conn.run(partial(run_alone, fn=chore))
-                except sqlite3.Error as exc:  # the deletion itself is committed
-                    log.warning("an idle chore failed (%s)", type(exc).__name__)
-                self._scrub_due = now
-        if self._scrub_due is not None and (final or self._scrub_due <= now):
+            started = time.monotonic()
+            if not everything and due > started:
+                continue
+            del self._chores[chore]
+            self._chores_next[chore] = started + CHORE_SECONDS  # asked again while it runs
+            self._chore_running = True
+            try:
+                await self._conn.run(chore)
+            except sqlite3.Error as exc:  # the deletion itself is committed
+                log.warning("an idle chore failed (%s)", type(exc).__name__)
+                if is_busy(exc) and not self._closing:
+                    self._chores[chore] = started + CHORE_SECONDS
+            finally:
+                self._chore_running = False
+            took = time.monotonic() - started
+            self._chores_next[chore] = started + max(CHORE_SECONDS, took / CHORE_SHARE)
+            self._scrub_due = started
+        now = time.monotonic()
+        if self._scrub_due is not None and (everything or self._scrub_due <= now):
             truncated = await self._truncate_wal()
+            final = everything and (self._closing or not truncated)
             self._scrub_due = None if truncated or final else now + WAL_RETRY_SECONDS
+        if everything:
+            self._wake_settling()
         return min([*self._chores.values(), self._scrub_due or math.inf])
 
     async def _bound_wal(self) -> None:
         """Truncate the WAL once it passes its limit (tried at most every
-        ``WAL_RETRY_SECONDS``).
+        ``WAL_RETRY_SECONDS``); ``_wal_full`` says whether a reader kept it from that.
 
         SQLite restarts the WAL from its start only at a moment no reader uses it; readers
         that never pause (a busy server) keep that moment from coming, and the WAL grows
         by every commit. Its size is looked at after every batch (a ``stat``), since a few
         large events can add megabytes in a moment.
         """
-        if self._wal is None or time.monotonic() - self._wal_tried < WAL_RETRY_SECONDS:
+        if self._wal is None:
             return
         try:
             size = self._wal.stat().st_size
         except OSError:
             return
-        if size > self._wal_limit:
+        if size <= self._wal_limit:
+            self._wal_full = False
+        elif time.monotonic() - self._wal_tried >= WAL_RETRY_SECONDS:
             self._wal_tried = time.monotonic()
-            await self._truncate_wal()
+            self._wal_full = not await self._truncate_wal()
+
+    async def _hold_for_wal(self) -> None:
+        """The WAL is past its limit and a reader's snapshot keeps it: commit nothing
+        until it is truncated, which is tried again every ``WAL_RETRY_SECONDS`` (so it
+        happens as soon as the reader leaves, write or no write). A request that waited
+        ``WAL_HOLD_SECONDS`` fails (``database_busy``, nothing written)."""
+        overdue = time.monotonic() - WAL_HOLD_SECONDS
+        while self._inbox and self._inbox[0].queued_at <= overdue:
+            request = self._inbox.popleft()
+            if request.state == QUEUED:
+                request.state = TAKEN
+                _deliver(request, (False, StorageError(WAL_HELD, code="database_busy")))
+        await self._bound_wal()
+        if self._wal_full:
+            self._wake_settling()  # no chore can run now; do not keep them waiting
+            waits = [self._wal_tried + WAL_RETRY_SECONDS]
+            if self._inbox:
+                waits.append(self._inbox[0].queued_at + WAL_HOLD_SECONDS)
+            self._wakeup = anyio.Event()
+            with anyio.move_on_after(min(waits) - time.monotonic()):
+                while not self._closing:  # a new request changes nothing: keep holding
+                    await self._wakeup.wait()
+                    self._wakeup = anyio.Event()
 
     async def _truncate_wal(self) -> bool:
         """A truncating checkpoint that waits at most ``WAL_WAIT_MS`` for readers; True if
@@ -254,6 +330,12 @@ class Writer:
         for request, outcome in zip(batch, outcomes, strict=True):
             _deliver(request, outcome)
         return any(ok for ok, _ in outcomes)
+
+
+WAL_HELD = (
+    "another connection has held a read transaction so long that the write-ahead log "
+    "reached its limit (wal_limit_mb); nothing was written; retry once that reader is done"
+)
 
 
 def _deliver(request: Request, outcome: JobResult) -> None:

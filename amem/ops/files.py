@@ -8,12 +8,15 @@ removed. The target's folder is resolved (symlinks and ``..`` included) before a
 checked, so ``root`` confines the folder a path really leads to; a symlink at the target
 itself is never followed (``path_not_allowed``).
 
-A process killed while writing (kill -9, a crash) cannot remove its temporary file, so
-each name says who made it: ``.{target}.{uuid}.{pid}.{host}.tmp``. Before writing into a
-directory, amem removes the temporary files there that it named itself on this machine
-(``host`` is a digest of the host name) and whose process no longer runs: a live
+A process killed while writing (kill -9, a crash) cannot remove its temporary file, a
+full copy of the database, so each name says who made it:
+``.{target}.{uuid}.{pid}.{host}.tmp``, and the database records it (``temp_files``) until
+it is published or removed. Whenever a process opens the database, and after every
+erasure, it removes the recorded files whose process no longer runs
+(``sweep_recorded``); before writing into a directory, amem also removes the temporary
+files there that it named itself on this machine and whose process is gone. A live
 export's file is never touched, however long it runs, and a file made on another machine
-sharing the directory is left alone (its pid means nothing here).
+(``host`` is a digest of the host name) is left alone: its pid means nothing here.
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ import hashlib
 import os
 import re
 import socket
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from ..db.times import db_now
+from ..db.writer import immediate
 from ..errors import InvalidInput, StorageError
 
 HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
@@ -74,19 +80,59 @@ def checked_target(path: str | os.PathLike[str], root: str | os.PathLike[str] | 
     return target
 
 
+def temp_name(target: Path) -> Path:
+    """The name of a new temporary file beside ``target``, saying who makes it."""
+    return target.with_name(f".{target.name}.{uuid.uuid4().hex}.{os.getpid()}.{HOST}.tmp")
+
+
 @contextmanager
-def private_temp(target: Path) -> Iterator[Path]:
-    """A new, empty, owner-only temporary file beside ``target``, removed (with its
+def private_temp(temp: Path) -> Iterator[Path]:
+    """Create ``temp`` (a ``temp_name``) new, empty and owner-only, and remove it (with its
     companions) on leaving unless ``publish`` gave it the target name.
 
-    Stale temporary files of amem's own in the directory are removed first."""
-    sweep_stale(target.parent)
-    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.{os.getpid()}.{HOST}.tmp")
+    Stale temporary files of amem's own in its directory are removed first."""
+    sweep_stale(temp.parent)
     os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     try:
         yield temp
     finally:
         remove_with_companions(temp)
+
+
+INSERT_TEMP_FILE = "insert into temp_files (path, created_at) values (?, ?)"
+DELETE_TEMP_FILE = "delete from temp_files where path = ?"
+SELECT_TEMP_FILES = "select path from temp_files"
+
+
+def record(conn: sqlite3.Connection, temp: Path) -> None:
+    """Record that this process is about to write ``temp`` (before it exists)."""
+    conn.execute(INSERT_TEMP_FILE, (str(temp), db_now()))
+
+
+def forget(conn: sqlite3.Connection, temp: Path) -> None:
+    """``temp`` was published or removed."""
+    conn.execute(DELETE_TEMP_FILE, (str(temp),))
+
+
+def sweep_recorded(conn: sqlite3.Connection) -> int:
+    """Remove the recorded temporary files whose process is gone, and their records;
+    how many records went. Runs outside a transaction (the writer's idle chore): the
+    files go first, so a crash in between leaves a record of nothing, swept next time."""
+    stale = [path for (path,) in conn.execute(SELECT_TEMP_FILES).fetchall() if abandoned(path)]
+    for path in stale:
+        if TEMP_NAME.fullmatch(Path(path).name):  # never a file amem did not name
+            remove_with_companions(Path(path))
+    if stale:
+        with immediate(conn):
+            conn.executemany(DELETE_TEMP_FILE, [(path,) for path in stale])
+    return len(stale)
+
+
+def abandoned(temp: str) -> bool:
+    """Whether the recorded ``temp`` was made on this machine by a process that no
+    longer runs (or is not a name amem makes at all)."""
+    named = TEMP_NAME.fullmatch(Path(temp).name)
+    return named is None or (named["host"] == HOST and not running(int(named["pid"])))
 
 
 def remove_with_companions(temp: Path) -> None:

@@ -50,13 +50,14 @@ PROGRESS_EVERY = 1000
 
 
 def write_archive(
-    conn: sqlite3.Connection, target: Path, progress: Progress | None
+    conn: sqlite3.Connection, target: Path, temp: Path, progress: Progress | None
 ) -> dict[str, int]:
-    """Run on a reader connection inside one read transaction: a consistent snapshot."""
+    """Run on a reader connection inside one read transaction: a consistent snapshot.
+    The archive is written to ``temp`` (a ``files.temp_name``), then published."""
     counts: dict[str, int] = dict.fromkeys(archive.TABLES, 0)
     try:
         total = archive.count_rows(conn)
-        with files.private_temp(target) as temp:
+        with files.private_temp(temp):
             with (
                 open(os.open(temp, os.O_WRONLY | os.O_NOFOLLOW), "w", encoding="utf-8") as out,
                 closing(archive.dump_rows(conn)) as rows,
@@ -90,10 +91,11 @@ def report(progress: Progress | None, done: int, total: int, *, final: bool = Fa
         progress(done, done if final else total)
 
 
-def backup_file(db_path: Path, target: Path) -> None:
-    """Copy the database with SQLite's backup API (consistent while writers run)."""
+def backup_file(db_path: Path, target: Path, temp: Path) -> None:
+    """Copy the database with SQLite's backup API (consistent while writers run), through
+    ``temp`` (a ``files.temp_name``)."""
     try:
-        with files.private_temp(target) as temp:  # 0600 before SQLite opens it
+        with files.private_temp(temp):  # 0600 before SQLite opens it
             with (
                 closing(open_sqlite(str(db_path), readonly=True)) as source,
                 closing(sqlite3.connect(temp)) as copy,

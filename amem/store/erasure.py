@@ -19,11 +19,14 @@ transaction erases them with everything connected. Each batch leaves the databas
 consistent, so an interrupted bulk erase has erased whole events with everything derived
 from them, and running it again erases the rest.
 
-``secure_delete`` zeroes the freed pages. FTS5 keeps a deleted row's terms in its index
-segments until a merge, so once the transaction commits the writer is asked, when idle, to
-merge the index (``index.purge_deleted_terms``) and truncate the WAL: then the erased
-text is gone from the database file and its WAL. Emitted context packs, copies, backups
-and remote logs are outside amem's reach.
+``secure_delete`` zeroes freed cells and pages, but not every copy: FTS5 keeps a deleted
+row's terms in its index segments until a merge, and when SQLite rebalances a b-tree page
+it leaves stale copies of moved cells in the page's unused middle, which no pragma zeroes.
+So once the transaction commits the writer is asked to ``scrub`` when idle: merge the
+index, rebuild the file (``VACUUM``: every page written anew from live rows only), and
+truncate the WAL. Then the erased text is gone from the database file and its WAL, and
+from backups made afterwards. Emitted context packs, copies, older backups and remote
+logs are outside amem's reach.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..db.writer import immediate
 from ..errors import NotFound, StorageError
 from ..models import Deletion, Erasure
 from ..search import index
@@ -46,6 +50,37 @@ BATCH_EVENTS = 200
 a few milliseconds of write lock each, so other writers interleave."""
 MAX_RECEIPT_IDS = 1_000
 """Event and memory IDs an ``Erasure`` lists; past this it only counts them."""
+
+
+def scrub(conn: sqlite3.Connection) -> None:
+    """After erasures, outside any transaction: merge the search index so deleted terms
+    leave it, then rebuild the file so no stale copy of a deleted cell stays in a page.
+
+    ``VACUUM`` reads the whole file and writes it anew (about 75 MB/s here), through the
+    WAL, which grows by the file's size until the writer truncates it; its scratch copy
+    goes to a temporary file (``temp_store = file``), not to memory.
+    """
+    with immediate(conn):
+        (erased,) = conn.execute(SELECT_ERASED).fetchone()
+        index.purge_deleted_terms(conn)
+    conn.execute("pragma temp_store = file")
+    try:
+        conn.execute("vacuum")
+    finally:
+        conn.execute("pragma temp_store = memory")
+    with immediate(conn):  # a deletion after the first transaction leaves a scrub due
+        conn.execute(UPDATE_SCRUBBED, (erased,))
+
+
+SELECT_ERASED = "select erased from scrubs"
+UPDATE_SCRUBBED = "update scrubs set scrubbed = max(scrubbed, ?)"
+
+
+def scrub_due(conn: sqlite3.Connection) -> bool:
+    """Whether rows were deleted since the last ``scrub`` finished (its process may have
+    been killed first): triggers on ``events`` and ``memories`` count deletions."""
+    return bool(conn.execute("select erased > scrubbed from scrubs").fetchone()[0])
+
 
 SELECT_EVENT_SCOPE = "select persona, project from events where id = ?"
 SELECT_MEMORY_SOURCE = "select event_id, persona, project from memories where id = ?"
