@@ -6,6 +6,7 @@ Every check raises ``InvalidInput`` naming the field, never echoing the value.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,12 +18,12 @@ from pydantic import ValidationError
 from .db.times import utc_now
 from .errors import InvalidInput
 from .limits import (
-    CONTROL_CHARS,
     MAX_CHECKPOINT_CHARS,
     MAX_DRAFTS,
     MAX_EVENT_CHARS,
     MAX_ID_CHARS,
     MAX_LIST_ITEMS,
+    has_hidden_characters,
 )
 from .models import (
     DRAFT_FIELDS,
@@ -54,10 +55,16 @@ def require_text(value: object, field: str, *, max_chars: int) -> str:
 
 
 def require_name(value: object, field: str, *, max_chars: int = MAX_ID_CHARS) -> str:
-    """An identifier: non-empty, short, printable (no control characters)."""
+    """An identifier: non-empty, short, every character visible where it stands (none of
+    ``limits.HIDDEN_CATEGORIES``), no white space at either end."""
     text = require_text(value, field, max_chars=max_chars)
-    if text != text.strip() or CONTROL_CHARS.search(text):
-        raise InvalidInput(f"{field} must not contain control characters or edge whitespace")
+    if has_hidden_characters(text):
+        raise InvalidInput(
+            f"{field} must not contain control, format (zero-width or bidirectional) or "
+            "private-use characters"
+        )
+    if text != text.strip():
+        raise InvalidInput(f"{field} must not begin or end with white space")
     return text
 
 
@@ -120,6 +127,21 @@ def parse_time(value: object, field: str) -> datetime:
         raise InvalidInput(
             f"{field} is outside the years 1 to 9999 in UTC", code="invalid_time"
         ) from None
+
+
+class NestedTooDeep(ValueError):
+    """A JSON text nested deeper than Python's parser goes."""
+
+
+def parse_json(data: str | bytes, **options: Any) -> Any:
+    """``json.loads`` of outside input (a transcript line, a request, a cursor): whatever
+    is wrong with it is a ``ValueError``: not UTF-8, not JSON, or nested too deep
+    (``NestedTooDeep``: the parser's ``RecursionError``, which every caller would otherwise
+    have to know about). ``options`` go to ``json.loads``."""
+    try:
+        return json.loads(data, **options)
+    except RecursionError:
+        raise NestedTooDeep("the JSON text is nested too deep") from None
 
 
 PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")

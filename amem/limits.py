@@ -10,12 +10,30 @@ level cap) stay beside the code they bound.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 # --- text and names ---------------------------------------------------------------------
 
 CONTROL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f]")
-"""Unicode's control characters (category Cc): C0, DEL and C1. Never in an ID, a name or
-any other one-line field."""
+"""Unicode's control characters (category Cc): C0, DEL and C1. Never in a one-line field
+(a gist, say)."""
+HIDDEN_CATEGORIES = frozenset(("Cc", "Cf", "Co", "Cs"))
+"""Unicode categories never in an identifier (an ID, a session, a source, an instance, a
+persona or project name, a draft's ``subject`` and ``fact_key``): control characters (Cc),
+format characters (Cf: zero-width spaces and joiners, the byte order mark, the
+bidirectional controls such as U+202E), private use (Co) and surrogates (Cs). They show
+nothing, show what a font decides, or reorder the text around them, so a name holding one
+can pass for another in a listing. Free text (events, memories) may hold them."""
+
+
+def has_hidden_characters(text: str) -> bool:
+    """Whether ``text`` holds a character of ``HIDDEN_CATEGORIES``. ``str.isprintable``
+    passes nearly every name at C speed; only a name it fails (a separator, an unassigned
+    code point, or one of these) is looked at character by character."""
+    return not text.isprintable() and any(
+        unicodedata.category(char) in HIDDEN_CATEGORIES for char in text
+    )
+
 
 MAX_EVENT_CHARS = 100_000
 """Longest event text accepted, in characters (about 25k-100k tokens)."""
@@ -81,6 +99,28 @@ MCP_MAX_BUDGET_TOKENS = 50_000
 MCP_LIST_LIMIT = 20
 MCP_MAX_LIST_LIMIT = 100
 """``memory_list.limit``'s default and most (Python: ``DEFAULT_LIST_LIMIT``, ``MAX_LIST_LIMIT``)."""
+
+# --- host transcripts (Claude Code) ------------------------------------------------------
+
+MAX_TRANSCRIPT_BYTES = 512 << 20
+"""Largest transcript file read (512 MiB; Claude Code's long sessions are tens of MB). A
+larger one is refused before a byte is read. Every run reads a transcript from its first
+line (the cursor counts entries), about 110 MB/s on one core, so this also bounds the
+time a hook spends reaching its cursor: 5 s, or 20 s on a machine four times as busy,
+well inside ``CAPTURE_SECONDS``."""
+MAX_TRANSCRIPT_LINE_BYTES = 16 << 20
+"""Longest transcript line parsed (16 MiB, like an archive's). A longer line (a tool result
+with images, say) is read past without being held in memory, left out and counted; the
+text an event keeps is cut at ``MAX_EVENT_CHARS`` anyway."""
+CAPTURE_SECONDS = 40.0
+"""How long one ``claude-code-hook`` run captures. Claude Code cancels a hook after its
+``timeout`` (60 s unless set); what was captured by then stays, each slice committed, and
+the cursor says where the next run resumes. The rest of the 60 s is for starting Python,
+reaching the cursor and the slice in hand."""
+MAX_HOOK_INPUT_BYTES = 1 << 20
+"""Longest hook input read from stdin (1 MiB; Claude Code's are a few hundred bytes). It is
+read in one pass up to the end of its JSON object, so a larger or endless stdin is refused
+after at most this much."""
 
 # --- archives ---------------------------------------------------------------------------
 

@@ -1175,15 +1175,7 @@ class Scope:
                 progress(min(cursor, len(entries)), len(entries))
             if last:
                 break
-        return done.model_copy(
-            update={
-                "stored": [e for s in slices for e in s.stored],
-                "duplicates": [e for s in slices for e in s.duplicates],
-                "erased": [e for s in slices for e in s.erased],
-                "skipped": min(first, len(entries)),
-                "receipts": [r for s in slices for r in s.receipts],
-            }
-        )
+        return capture.combined(slices, skipped=min(first, len(entries)))
 
     async def capture_cursor(self, instance: str) -> int:
         """How many transcript entries ``instance`` has captured in this scope."""

@@ -13,6 +13,7 @@ from .limits import (
     MAX_KEY_CHARS,
     MAX_MEMORY_CHARS,
     MAX_QUOTE_CHARS,
+    has_hidden_characters,
 )
 from .prompt import render_context
 
@@ -155,7 +156,18 @@ class MemoryDraft(BaseModel):
             raise ValueError("must not contain NUL characters")
         return value
 
-    @field_validator("subject", "fact_key", "gist")
+    @field_validator("subject", "fact_key")
+    @classmethod
+    def name(cls, value: str | None) -> str | None:
+        """Names, by ``inputs.require_name``'s rule: they key facts and show in listings."""
+        if value is not None and (value != value.strip() or has_hidden_characters(value)):
+            raise ValueError(
+                "must be one line, no edge whitespace, no control, format (zero-width, "
+                "bidirectional) or private-use characters"
+            )
+        return value
+
+    @field_validator("gist")
     @classmethod
     def one_line(cls, value: str | None) -> str | None:
         if value is not None and (value != value.strip() or CONTROL_CHARS.search(value)):

@@ -382,6 +382,8 @@ BAD_INPUT: list[tuple[list[str], str, str | None]] = [
     (["submit", SECRET, "--occurred-at", SECRET], "invalid_time", None),
     (["submit", SECRET, "--event-id", "m-1"], "duplicate_conflict", None),
     (["submit", "x", "--event-id", ""], "invalid_input", None),
+    (["submit", "x", "--session", f"{SECRET}\u202egpj.exe"], "invalid_input", None),
+    (["submit", "x", "--source", f"\u200b{SECRET}"], "invalid_input", None),
     (["submit", "-"], "invalid_input", ""),
     (["submit", "-"], "invalid_input", SECRET * 20_000),
     (["recall", SECRET, "--as-of", SECRET], "invalid_time", None),
@@ -400,6 +402,8 @@ BAD_INPUT: list[tuple[list[str], str, str | None]] = [
     (["host-ingest", "-", "--instance", "i"], "invalid_input", f'{{"event_id": "a"}}\n{SECRET}\n'),
     (["host-ingest", "-", "--instance", "i"], "invalid_input", f'{{"text": "{SECRET}"}}\n'),
     (["host-ingest", "-", "--instance", "i"], "invalid_input", f"[{json.dumps(SECRET)}]\n"),
+    (["host-ingest", "-", "--instance", "i"], "invalid_input", "[" * 100_000 + "\n"),
+    (["host-ingest", "-", "--instance", "\ufeffi"], "invalid_input", ""),
     (
         ["host-ingest", "-", "--instance", "i"],
         "invalid_time",

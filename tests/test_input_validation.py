@@ -1,5 +1,6 @@
 """What the Python API refuses, and with which code: every time field takes the same
-times, drafts need visible text, and an empty scope name is never the default."""
+times, drafts need visible text, an empty scope name is never the default, and no
+identifier holds a character that hides or reorders what it shows."""
 
 from __future__ import annotations
 
@@ -77,3 +78,78 @@ async def test_an_empty_scope_name_is_refused_not_taken_for_the_default(
 ) -> None:
     with pytest.raises(amem.InvalidInput, match="must not be empty"):
         mem.scope(**names)
+
+
+# --- identifiers show what they are ----------------------------------------------------------
+
+HIDDEN = {
+    "zero width space": "\u200b",
+    "byte order mark": "\ufeff",
+    "right-to-left override": "\u202e",
+    "first strong isolate": "\u2068",
+    "private use": "\ue000",
+    "supplementary private use": "\U000f0041",
+}
+"""Characters of the categories no identifier holds now (format Cf, private use Co); control
+characters (Cc) never passed."""
+
+
+def spoofed(char: str) -> str:
+    return f"Zq{char}xv"
+
+
+async def first_event(scope: amem.Scope, text: str = "I like tea") -> None:
+    await scope.submit_event(text, role="user", event_id="e-1", session="s-1")
+
+
+NAME_FIELDS: dict[str, Call] = {
+    "event_id": lambda s, n: s.submit_event("hi", role="user", event_id=n),  # type: ignore[arg-type]
+    "session": lambda s, n: s.submit_event("hi", role="user", session=n),  # type: ignore[arg-type]
+    "source": lambda s, n: s.submit_event("hi", role="user", source=n),  # type: ignore[arg-type]
+    "instance": lambda s, n: s.host_ingest(
+        n,  # type: ignore[arg-type]
+        [{"event_id": "h-1", "role": "user", "text": "hi"}],
+    ),
+    "host entry event_id": lambda s, n: s.host_ingest(
+        "laptop", [{"event_id": n, "role": "user", "text": "hi"}]
+    ),
+    "checkpoint session": lambda s, n: s.save_checkpoint(n, goal="book a hotel"),  # type: ignore[arg-type]
+    "subject": lambda s, n: add_draft(s, subject=n, fact_key="drink"),
+    "fact_key": lambda s, n: add_draft(s, subject="user", fact_key=n),
+}
+
+
+@pytest.mark.parametrize("char", HIDDEN.values(), ids=HIDDEN.keys())
+@pytest.mark.parametrize("field", sorted(NAME_FIELDS))
+async def test_identifiers_refuse_invisible_bidirectional_and_private_use_characters(
+    scope: amem.Scope, field: str, char: str
+) -> None:
+    await first_event(scope)
+    with pytest.raises(amem.InvalidInput) as caught:
+        await NAME_FIELDS[field](scope, spoofed(char))
+    assert caught.value.code == "invalid_input"
+    assert field.split()[-1] in str(caught.value)  # it names the field ...
+    assert "Zq" not in str(caught.value)  # ... never the value
+    status = await scope.status()
+    assert (sum(status.events.values()), status.memories) == (1, 0)
+
+
+@pytest.mark.parametrize("char", HIDDEN.values(), ids=HIDDEN.keys())
+@pytest.mark.parametrize("name", ["persona", "project"])
+async def test_scope_names_refuse_them_too(mem: amem.Memory, name: str, char: str) -> None:
+    with pytest.raises(amem.InvalidInput, match=f"^invalid_input: {name} must not contain cont"):
+        mem.scope(**{name: spoofed(char)})
+
+
+async def test_free_text_keeps_them_and_names_keep_every_visible_script(scope: amem.Scope) -> None:
+    text = "مرحبا \u202eabc\u202c and a ZWJ family: 👨\u200d👩\u200d👧 \ue000"
+    await scope.submit_event(text, role="user", event_id="小明-1", session="会话\u3000一")
+    [memory] = await scope.add_memories(
+        "小明-1",
+        [{"text": "User greets in Arabic \u202b(مرحبا)\u202c", "quote": "مرحبا",
+          "kind": "observation", "basis": "user_statement", "subject": "小明"}],
+    )  # fmt: skip
+    assert (await scope.read("小明-1")).text == text
+    assert memory.text == "User greets in Arabic \u202b(مرحبا)\u202c"
+    [event] = (await scope.list("events")).items
+    assert event.session == "会话\u3000一"  # an ideographic space is visible: a name may hold it

@@ -3,6 +3,7 @@ backends, and the real command on a socket) and in a real headless chromium."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import html
 import os
@@ -311,6 +312,10 @@ async def test_bad_parameters_are_refused_with_their_code(client: httpx.AsyncCli
         ("/scope", {**SCOPE, "limit": "1000"}),
         ("/scope", {"persona": "assistant"}),
         ("/", {"cursor": "garbage"}),
+        ("/", {"cursor": base64.urlsafe_b64encode(b"[" * 30_000).decode()}),  # nested deep
+        ("/", {"cursor": base64.urlsafe_b64encode(b"\xff\xfe").decode()}),  # not UTF-8
+        ("/scope", {"persona": "assistant\u202e", "project": "support"}),  # bidirectional
+        ("/event", {**SCOPE, "id": "coffee-1\u200b"}),  # invisible
         ("/search", {**SCOPE, "q": "coffee", "page": "9", "limit": "100"}),
     ]:
         response = await client.get(url, params=params)

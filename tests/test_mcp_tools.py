@@ -533,6 +533,15 @@ async def test_errors_are_stable_codes_that_echo_nothing(
                 subject="user\n" + MARKER, fact_key="drink")]}, "invalid_input"),
             ("memory_add", {"event_id": "u-1", "memories": [draft(gist=MARKER + "\nmore")]},
              "invalid_input"),
+            # identifiers show what they are: no invisible, bidirectional or private-use
+            ("event_submit", {"text": MARKER, "role": "user", "session": "s\u200b1"},
+             "invalid_input"),
+            ("event_submit", {"text": MARKER, "role": "user", "event_id": MARKER + "\u202e"},
+             "invalid_input"),
+            ("memory_recall", {"query": MARKER, "persona": "\ufeffassistant"}, "invalid_input"),
+            ("checkpoint_save", {"session": "s-\ue000", "goal": MARKER}, "invalid_input"),
+            ("memory_add", {"event_id": "u-1", "memories": [draft(
+                subject="us\u2066er", fact_key="drink")]}, "invalid_input"),
             # an empty scope name is refused, never taken for the default
             ("event_submit", {"text": MARKER, "role": "user", "persona": ""}, "invalid_input"),
             ("memory_recall", {"query": MARKER, "project": ""}, "invalid_input"),

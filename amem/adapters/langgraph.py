@@ -73,8 +73,9 @@ class AmemStore(BaseStore):
 
     ``role`` is the role amem records for every value (``user``: what the store holds
     counts as what the user said, for extraction's role rules). Keys follow amem's rules
-    for a session name (1 to 200 characters, no control characters), namespaces joined by
-    ``.`` those for a project (at most 100 characters); others raise ``amem.InvalidInput``.
+    for a session name (1 to 200 characters, no control, format or private-use
+    characters), namespaces joined by ``.`` those for a project (at most 100 characters);
+    others raise ``amem.InvalidInput``.
     """
 
     def __init__(self, memory: amem.Memory, *, persona: str | None = None, role: str = "user"):

@@ -53,7 +53,7 @@ class AmemSession:
 
     ``session_settings.limit`` is the number of latest items ``get_items`` returns when it
     is given no ``limit`` (None: all). ``session_id`` follows amem's rules for a session
-    name (1 to 200 characters, no control characters).
+    name (1 to 200 characters, no control, format or private-use characters).
     """
 
     def __init__(

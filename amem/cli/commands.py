@@ -14,7 +14,7 @@ import os
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -26,8 +26,8 @@ from .. import __version__
 from ..config import Settings
 from ..errors import AmemError, InvalidInput
 from ..hosts import claude_code
-from ..inputs import validation_problems
-from ..limits import DEFAULT_LIST_LIMIT
+from ..inputs import parse_json, validation_problems
+from ..limits import CAPTURE_SECONDS, DEFAULT_LIST_LIMIT, MAX_TRANSCRIPT_LINE_BYTES
 from ..memory import Memory, Scope
 from ..memory import open as open_memory
 from ..models import (
@@ -35,7 +35,6 @@ from ..models import (
     ROLES,
     SUBMITTABLE_CATEGORIES,
     ArchiveResult,
-    CaptureResult,
     Erasure,
 )
 from ..ops.files import os_failure
@@ -913,7 +912,7 @@ async def run_host_ingest(args: argparse.Namespace) -> int:
     for number, line in enumerate(raw.splitlines(), start=1):
         if line.strip():
             try:
-                entries.append(json.loads(line))
+                entries.append(parse_json(line))
             except ValueError:
                 raise InvalidInput(f"line {number} of the transcript is not JSON") from None
     checkpoint = None
@@ -1072,7 +1071,7 @@ def limit_value(value: str, option: str) -> int | None:
 
 def add_claude_code_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     """``claude-code-hook`` and ``claude-code-capture`` (see docs/host-capture.md)."""
-    command(
+    hook = command(
         "claude-code-hook",
         run_claude_code_hook,
         "capture a Claude Code session, as its hook (JSON on stdin)",
@@ -1083,8 +1082,18 @@ def add_claude_code_commands(command: Callable[..., argparse.ArgumentParser]) ->
             "the lines past the session's cursor are stored, so running it again stores "
             "nothing twice. Prints nothing on stdout (Claude Code reads it); a summary goes "
             "to stderr. Exits 0 on success and 1 on any error, never 2 (which Claude Code "
-            "reads as 'block compaction' or 'do not stop')."
+            "reads as 'block compaction' or 'do not stop'). A long transcript is captured "
+            "for --time-limit seconds at most; what was captured stays and the next run goes "
+            "on from the cursor."
         ),
+    )
+    hook.add_argument(
+        "--time-limit",
+        metavar="SECONDS",
+        type=time_limit,
+        default=CAPTURE_SECONDS,
+        help=f"stop capturing after this long (default {CAPTURE_SECONDS:g}; keep it well "
+        "under the hook's timeout)",
     )
     capture = command(
         "claude-code-capture",
@@ -1106,51 +1115,82 @@ def add_claude_code_commands(command: Callable[..., argparse.ArgumentParser]) ->
 async def run_claude_code_hook(args: argparse.Namespace) -> int:
     # stdout is Claude Code's (it parses JSON there): this command writes only to stderr
     hook = await anyio.to_thread.run_sync(claude_code.read_hook_input, sys.stdin.fileno())
-    transcript = await anyio.to_thread.run_sync(
-        claude_code.read_transcript, hook.transcript_path, hook.session_id
-    )
-    async with opened(args) as (_, scope):
-        result = await claude_code.capture(scope, transcript)
-    warn_left_out(transcript)
-    print(f"amem: {hook.event or 'hook'}: {capture_line(transcript, result)}", file=sys.stderr)
+    with closing(await open_transcript(hook.transcript_path, hook.session_id)) as transcript:
+        async with opened(args) as (_, scope):
+            done = await claude_code.capture(scope, transcript, time_limit=args.time_limit)
+    warn_left_out(hook.session_id, done.left_out)
+    line = capture_line(hook.session_id, done, args.time_limit)
+    print(f"amem: {hook.event or 'hook'}: {line}", file=sys.stderr)
     return 0
 
 
 async def run_claude_code_capture(args: argparse.Namespace) -> int:
     if args.session is not None and len(args.files) > 1:
         raise InvalidInput("--session names the session of one TRANSCRIPT; give one file")
-    transcripts = [
-        await anyio.to_thread.run_sync(claude_code.read_transcript, path, args.session or path.stem)
-        for path in args.files
-    ]  # all read before the database opens: a missing file changes nothing
-    results = []
+    named = [(path, args.session or path.stem) for path in args.files]
+    for path, session in named:  # all checked before the database opens: a bad one changes nothing
+        (await open_transcript(path, session)).close()
+    captures = []
     async with opened(args) as (_, scope):
-        for transcript in transcripts:
-            warn_left_out(transcript)
-            report = progress(f"claude-code-capture {transcript.session}")
-            results.append(await claude_code.capture(scope, transcript, progress=report))
-    lines = [capture_line(t, r) for t, r in zip(transcripts, results, strict=True)]
-    show(args, {"captures": [r.model_dump(mode="json") for r in results]}, "\n".join(lines))
+        for path, session in named:
+            with closing(await open_transcript(path, session)) as transcript:
+                report = progress(f"claude-code-capture {session} (bytes)")
+                done = await claude_code.capture(scope, transcript, progress=report)
+            warn_left_out(session, done.left_out)
+            captures.append((session, done))
+    data = {"captures": [capture_record(done) for _, done in captures]}
+    show(args, data, "\n".join(capture_line(session, done, None) for session, done in captures))
     return 0
 
 
-def capture_line(transcript: claude_code.Transcript, result: CaptureResult) -> str:
-    return (
-        f"session {transcript.session}: cursor {result.cursor}: stored {len(result.stored)}, "
+async def open_transcript(path: Path, session: str) -> claude_code.Transcript:
+    return await anyio.to_thread.run_sync(claude_code.open_transcript, path, session)
+
+
+def capture_record(done: claude_code.Captured) -> dict[str, Any]:
+    """A capture, as ``--json`` shows it: the ``CaptureResult`` and the lines left out."""
+    return done.result.model_dump(mode="json") | {
+        "malformed_lines": done.left_out.malformed,
+        "too_long_lines": done.left_out.too_long,
+        "finished": done.finished,
+    }
+
+
+def capture_line(session: str, done: claude_code.Captured, time_limit: float | None) -> str:
+    result = done.result
+    line = (
+        f"session {session}: cursor {result.cursor}: stored {len(result.stored)}, "
         f"{len(result.duplicates)} already stored, {result.skipped} skipped"
     )
+    if not done.finished:
+        line += f"; stopped at the time limit ({time_limit:g} s): the next run goes on from there"
+    return line
 
 
-def warn_left_out(transcript: claude_code.Transcript) -> None:
-    """On stderr: the transcript's lines left out because they are not JSON objects."""
-    if transcript.malformed:
-        numbers = ", ".join(map(str, transcript.malformed[:10]))
-        more = ", ..." if len(transcript.malformed) > 10 else ""
-        print(
-            f"amem: warning: session {transcript.session}: {len(transcript.malformed)} "
-            f"transcript lines are not JSON objects, left out (lines {numbers}{more})",
-            file=sys.stderr,
-        )
+def time_limit(value: str) -> float:
+    """``--time-limit``: seconds, 0 or more (0: one slice)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3_600:
+        raise argparse.ArgumentTypeError("must be a number of seconds from 0 to 3600")
+    return seconds
+
+
+def warn_left_out(session: str, left_out: claude_code.LeftOut) -> None:
+    """On stderr: the transcript's lines left out because they cannot be read."""
+    for numbers, why in (
+        (left_out.malformed, "not JSON objects (not JSON, not UTF-8 or nested too deep)"),
+        (left_out.too_long, f"longer than {MAX_TRANSCRIPT_LINE_BYTES >> 20} MiB"),
+    ):
+        if numbers:
+            shown = ", ".join(map(str, numbers[:10])) + (", ..." if len(numbers) > 10 else "")
+            print(
+                f"amem: warning: session {session}: left out {len(numbers)} transcript "
+                f"lines {why}: lines {shown}",
+                file=sys.stderr,
+            )
 
 
 async def run_pin(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from ..db.times import db_time, from_db_time
 from ..errors import InvalidInput, NotFound
+from ..inputs import parse_json
 from ..models import Event, Listing, MemoryRecord, ScopeSummary
 from ..store.events import event_model, load_stored
 from ..store.facts import MEMORY_COLUMNS, memory_from_row
@@ -70,8 +71,8 @@ def scope_cursor(persona: str, project: str) -> str:
 
 def decode_scope_cursor(cursor: str) -> tuple[str, str]:
     try:
-        persona, project = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, TypeError, binascii.Error):
+        persona, project = parse_json(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, TypeError, binascii.Error):  # ValueError: nested too deep too
         raise InvalidInput("cursor is not one a page of scopes returned") from None
     if not isinstance(persona, str) or not isinstance(project, str):
         raise InvalidInput("cursor is not one a page of scopes returned")

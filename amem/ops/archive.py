@@ -48,7 +48,7 @@ from pydantic import (
 from ..db.schema import SCHEMA_VERSION
 from ..db.times import db_time
 from ..errors import StorageError
-from ..inputs import parse_time, validation_problems
+from ..inputs import NestedTooDeep, parse_json, parse_time, validation_problems
 from ..limits import MAX_ARCHIVE_LINE_CHARS, MAX_EVENT_CHARS
 from ..models import DEFAULT_TIERS, Basis, Category, EventStatus, MemoryKind, MemoryTier, Role
 from ..store.checkpoints import JSON_COLUMNS
@@ -351,8 +351,8 @@ def plain_row(table: str, row: dict[str, Any], where: str) -> dict[str, Any]:
 
 def json_list(text: object, what: str) -> Any:
     try:
-        return json.loads(text)  # type: ignore[arg-type]
-    except (TypeError, ValueError, RecursionError):
+        return parse_json(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
         raise BadRow(f"{what} is not a JSON list") from None
 
 
@@ -401,11 +401,11 @@ def read_lines(handle: TextIO) -> Source:
 
 def parse_line(text: str, number: int) -> dict[str, Any]:
     try:
-        data = json.loads(text, parse_constant=reject_constant)
+        data = parse_json(text, parse_constant=reject_constant)
+    except NestedTooDeep:
+        raise BadRow(f"line {number} nests deeper than any line amem writes") from None
     except ValueError:
         raise BadRow(f"line {number} is not valid JSON (or holds NaN)") from None
-    except RecursionError:
-        raise BadRow(f"line {number} nests deeper than any line amem writes") from None
     if not isinstance(data, dict):
         raise BadRow(f"line {number} is not a JSON object")
     return data

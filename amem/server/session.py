@@ -3,7 +3,7 @@
 amem is a tools-only server, so it answers the few methods such a server has itself:
 ``initialize``, ``ping``, ``tools/list`` and ``tools/call``, and the ``initialized`` and
 ``cancelled`` notifications; any other method is ``Method not found``. Messages stay plain
-dicts from ``json.loads`` to ``json.dumps``. The SDK's server session validates each
+dicts from ``inputs.parse_json`` to ``json.dumps``. The SDK's server session validates each
 message against the protocol's whole pydantic union, then passes it through memory
 streams and a new task: about 180 µs of event-loop time per message, more than storing
 an event costs. The protocol revisions amem speaks are its own reviewed list
@@ -31,6 +31,7 @@ import anyio
 import anyio.abc
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
+from ..inputs import parse_json
 from . import stdio
 
 log = logging.getLogger("amem")
@@ -101,8 +102,8 @@ class Session:
             self._error(None, INVALID_REQUEST, "Invalid Request: the message is too large")
             return
         try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested too deep
+            message = parse_json(line)
+        except ValueError:  # not UTF-8, not JSON, or nested too deep
             self._error(None, PARSE_ERROR, "Parse error")
             return
         if not isinstance(message, dict):  # a batch, or no object at all

@@ -89,3 +89,17 @@ def ingest(
         checkpoint=saved,
         receipts=receipts,
     )
+
+
+def combined(slices: Sequence[CaptureResult], skipped: int) -> CaptureResult:
+    """The results of a transcript's slices, in order, as one: the last one's cursor and
+    checkpoint, every slice's events, and ``skipped`` entries before the first."""
+    return slices[-1].model_copy(
+        update={
+            "stored": [e for s in slices for e in s.stored],
+            "duplicates": [e for s in slices for e in s.duplicates],
+            "erased": [e for s in slices for e in s.erased],
+            "skipped": skipped,
+            "receipts": [r for s in slices for r in s.receipts],
+        }
+    )
