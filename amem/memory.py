@@ -105,6 +105,7 @@ from .models import (
     TombstoneImport,
 )
 from .ops import doctor, files, transfer
+from .reads import Read, Reads
 from .search import index
 from .search.recall import RecallQuery, TermCounts, recall_memories
 from .search.text import segment_off_loop, warm_up
@@ -237,6 +238,7 @@ class Runtime:
         """The latest queries' embeddings (``QUERY_VECTORS`` of them), newest last."""
         self.lexical_scopes: dict[tuple[str, str], float] = {}
         """When ``auto`` recall last found a scope too little embedded (monotonic time)."""
+        self.reads = Reads()
 
     async def read(
         self,
@@ -245,10 +247,15 @@ class Runtime:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        """``fn(conn, *args, **kwargs)`` on one read snapshot."""
+        """``fn(conn, *args, **kwargs)`` on one read snapshot; interrupted once its caller
+        is cancelled or the reads are stopped (``reads``)."""
         if self.closed:
             raise Closed("this Memory is closed")
-        return await self.db.read(fn, *args, **kwargs)
+        read = Read(self.reads)
+        try:
+            return await self.db.read(lambda conn: read.run(conn, lambda c: fn(c, *args, **kwargs)))
+        finally:
+            read.abandon()  # still running only if the caller was cancelled: stop it
 
     async def write(
         self,
@@ -289,6 +296,7 @@ class Runtime:
 
     async def aclose(self) -> None:
         self.closed = True
+        self.reads.stop()  # closing waits for no read: each still running raises ``Closed``
         if self.pipeline is not None:
             self.pipeline.close()
         await self.db.writer.close()
@@ -470,8 +478,15 @@ class Memory:
         counts of events and current memories."""
         return await self._runtime.read(capacity.scopes)
 
+    def stop_reads(self) -> None:
+        """Interrupt every read running now and refuse new ones: each raises ``Closed``.
+        Writes go on. For a host that shuts down and will not wait for its reads
+        (``amem serve`` once its drain time is up); closing does it too."""
+        self._runtime.reads.stop()
+
     async def aclose(self) -> None:
-        """Cancel model calls, let queued writes commit, refuse new work. ``open`` calls it."""
+        """Stop reads still running (they raise ``Closed``), cancel model calls, let queued
+        writes commit, refuse new work. ``open`` calls it."""
         await self._runtime.aclose()
 
 

@@ -275,3 +275,95 @@ def inspect_file(db_path: Path) -> tuple[int, list[tuple[str]], list[str]]:
             if not event_id.startswith("barrier-") and text != common.payload(event_id)
         ]
     return user_version, integrity, torn
+
+
+# --- reads that nobody waits for stop ----------------------------------------------------------
+
+ENDLESS = "with recursive n(x) as (select 1 union all select x + 1 from n) select max(x) from n"
+"""A read SQLite never finishes by itself: only an interrupt ends it."""
+LIVENESS = 30
+"""Generous: how long a stopped read may take to give its reader back (a bound, not a
+timing assertion; without the interrupt it never does)."""
+
+
+class EndlessRead:
+    """A real read of the scope's snapshot that runs until SQLite interrupts it."""
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+
+    def __call__(self, conn: sqlite3.Connection, persona: str, project: str) -> int:
+        conn.execute("select count(*) from events where persona = ?", (persona,)).fetchone()
+        self.running.set()
+        return int(conn.execute(ENDLESS).fetchone()[0])
+
+    async def started(self) -> None:
+        with anyio.fail_after(LIVENESS):
+            while not self.running.is_set():
+                await anyio.sleep(0.01)
+
+
+async def test_a_cancelled_read_gives_its_reader_back(db_path: Path) -> None:
+    async with amem.open(db_path, settings=amem.Settings(readers=1)) as mem:
+        scope = mem.scope()
+        await scope.submit_event("the only reader is free again", role="user")
+        endless = EndlessRead()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(scope._read, endless)
+            await endless.started()
+            tg.cancel_scope.cancel()  # nobody waits for it any more
+        with anyio.fail_after(LIVENESS):  # the one reader is free: the read was interrupted
+            hits = await scope.recall("reader")
+    assert [item.text for item in hits.items] == ["the only reader is free again"]
+
+
+async def test_stopped_reads_raise_closed_and_writes_go_on(db_path: Path) -> None:
+    async with amem.open(db_path, settings=amem.Settings()) as mem:
+        scope = mem.scope()
+        endless = EndlessRead()
+        errors: list[amem.AmemError] = []
+
+        async def read() -> None:
+            with pytest.raises(amem.Closed) as raised:
+                await scope._read(endless)
+            errors.append(raised.value)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            await endless.started()
+            mem.stop_reads()
+            with anyio.fail_after(LIVENESS):
+                while not errors:
+                    await anyio.sleep(0.01)
+        [error] = errors
+        assert error.code == "closed"
+        assert "stopped" in error.message
+        with pytest.raises(amem.Closed):
+            await scope.recall("anything")  # later reads are refused
+        receipt = await scope.submit_event("written after the reads stopped", role="user")
+    assert receipt.seq == 1
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute("select text from events").fetchall() == [
+            ("written after the reads stopped",)
+        ]
+        assert conn.execute("pragma integrity_check").fetchall() == [("ok",)]
+
+
+async def test_closing_does_not_wait_for_a_running_read(db_path: Path) -> None:
+    endless = EndlessRead()
+    outcome: list[str] = []
+
+    async def read(scope: amem.Scope) -> None:
+        try:
+            await scope._read(endless)
+        except amem.Closed as exc:
+            outcome.append(exc.code)
+
+    with anyio.fail_after(LIVENESS):
+        async with (
+            anyio.create_task_group() as tg,
+            amem.open(db_path, settings=amem.Settings()) as mem,
+        ):
+            tg.start_soon(read, mem.scope())
+            await endless.started()
+    assert outcome == ["closed"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,10 +26,13 @@ from mcp_client import (
     INITIALIZED,
     LIVENESS_SECONDS,
     MARKER,
+    PERSONA,
+    PROJECT,
     SPEC_ARGS,
     TOOLS_LIST_MAX_BYTES,
     count_events,
     default_scope,
+    handshake,
     initialize,
     integrity,
     line,
@@ -40,6 +45,9 @@ from mcp_client import (
     wait_for_events,
 )
 
+import amem
+from amem.search.text import STOP_WORDS
+from amem.server.session import EXIT_SECONDS
 from amem.server.stdio import MAX_LINE_BYTES, MAX_WAITING_BYTES
 
 pytestmark = pytest.mark.anyio
@@ -199,6 +207,74 @@ async def test_stdin_eof_mid_burst_exits_cleanly(
         status = await scope.status()
         assert sum(status.events.values()) == BURST
     assert integrity(db) == [("ok",)]
+
+
+LONG_EVENTS = 200
+LONG_CHARS = 99_000
+SLOW_RECALLS = 240
+"""Recalls in flight at end of input, each over every long event: minutes of work for one
+reader at 2 seconds a recall (amem before issue 27)."""
+VOCABULARY = [f"{a}{b}" for a in "bcdfghklmnprstvz" for b in "aeiou" if f"{a}{b}" not in STOP_WORDS]
+"""Short words, so that a long event holds many tokens, and each of them many times."""
+
+
+def words(n: int) -> str:
+    """The ``n``-th query: four words of the vocabulary, held by every long event."""
+    return " ".join(VOCABULARY[(7 * n + k) % len(VOCABULARY)] for k in range(4))
+
+
+@pytest.fixture(scope="session")
+def long_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A closed database whose server scope holds ``LONG_EVENTS`` events of ``LONG_CHARS``
+    characters (built once; each test copies it)."""
+    path = tmp_path_factory.mktemp("long") / "long.db"
+    rng = random.Random(27)
+
+    async def build() -> None:
+        async with amem.open(path, settings=amem.Settings()) as memory:
+            scope = memory.scope(PERSONA, PROJECT)
+            for n in range(LONG_EVENTS):
+                words = " ".join(rng.choices(VOCABULARY, k=LONG_CHARS // 3))
+                await scope.submit_event(words[:LONG_CHARS], role="user", event_id=f"long-{n}")
+
+    anyio.run(build)
+    return path
+
+
+async def test_serve_exits_within_its_bound_with_slow_reads_in_flight(
+    anyio_backend: str, long_store: Path, tmp_path: Path
+) -> None:
+    """Stdin closes with minutes of recalls queued for one reader and writes among them: the
+    server exits within ``EXIT_SECONDS``, every request answered (a recall it stopped with
+    ``closed``), every acknowledged write in an intact file."""
+    db = tmp_path / "m.db"
+    shutil.copy(long_store, db)
+    env = {"AMEM_READERS": "1"}
+    async with raw_server(db, other(anyio_backend), tmp_path / "server.log", env=env) as wire:
+        await handshake(wire)
+        writes = [wire.call("event_submit", text=f"written among the reads {n}", role="user",
+                            event_id=f"w-{n}") for n in range(SLOW_RECALLS // 10)]  # fmt: skip
+        reads = [wire.call("memory_recall", query=words(n)) for n in range(SLOW_RECALLS)]
+        await wire.send(*(request for pair in zip(reads[::10], writes, strict=True)
+                          for request in (pair[0][1], pair[1][1])))  # fmt: skip
+        await wire.send(*(request for n, (_, request) in enumerate(reads) if n % 10))
+        await wire.response(writes[0][0])
+        await wire.close_stdin()
+        with anyio.fail_after(EXIT_SECONDS):  # the documented bound; slow reads or not
+            assert await wire.process.wait() == 0
+    wire.assert_only_jsonrpc()
+    for id_, _ in reads:
+        is_error, text = tool_result(wire.responses[id_])  # every one answered
+        assert not is_error or text.startswith("closed: "), text
+    acked = []
+    for id_, _ in writes:
+        is_error, text = tool_result(wire.responses[id_])
+        assert not is_error, text
+        acked.append(json.loads(text)["event_id"])
+    assert integrity(db) == [("ok",)]
+    async with default_scope(db) as scope:
+        for event_id in acked:
+            assert (await scope.read(event_id)).text.startswith("written among the reads")
 
 
 # --- 3. files and terminals ---------------------------------------------------------------

@@ -23,6 +23,7 @@ import amem
 from amem.search.recall import (
     PER_TERM,
     PRIOR_WEIGHTS,
+    SCORED_CHARS,
     WEIGHTS,
     KnownTerms,
     Term,
@@ -884,3 +885,26 @@ async def test_a_v8_file_counts_removals_once_migrated(db_path: Path) -> None:
             await mem.scope("p", "q").delete(event_id=old[0])
             assert known is not None
             assert counts.for_snapshot(conn) is not known
+
+
+# --- long documents ------------------------------------------------------------------------
+
+
+def long_text(ending: str) -> str:
+    """An event near the largest (about 99,000 characters) whose last words are ``ending``."""
+    filler = " ".join(f"filler{n % 97}" for n in range(10_800))
+    return f"{filler} {ending}"[-99_000:]
+
+
+async def test_a_long_event_matched_only_past_its_start_is_found_and_ranked(
+    scope: amem.Scope,
+) -> None:
+    """BM25 reads a long document only so far (``SCORED_CHARS``): one whose match lies past
+    that is still found, with evidence, and ranked below a short one saying the same."""
+    long = await scope.submit_event(long_text("the zanzibar ferry leaves at noon"), role="user")
+    short = await scope.submit_event("the zanzibar ferry leaves at noon", role="user")
+    assert len(long_text("")) > SCORED_CHARS
+    hits = await scope.recall("zanzibar ferry")
+    assert [item.id for item in hits.items] == [short.event_id, long.event_id]
+    assert all(item.components.lexical > 0 for item in hits.items)
+    assert hits.items[1].truncated  # raw fallback shows the first 2,000 characters

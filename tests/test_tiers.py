@@ -337,6 +337,110 @@ async def test_consolidate_only_touches_its_scope(mem: amem.Memory) -> None:
     assert (await theirs.read(stays.id)).memory == stays
 
 
+async def test_an_expired_correction_takes_its_whole_lineage_with_it(db_path: Path) -> None:
+    async with amem.open(db_path, settings=amem.Settings()) as mem:
+        scope = mem.scope()
+        first = await note(scope, "the build uses node 18", event_id="e1")
+        second = await scope.correct(first.id, "the build uses node wombat2024")
+        third = await scope.correct(second.memory.id, "the build uses node numbat2025")
+        bystander = await note(scope, "the deploy runs on fridays")
+        await scope.save_checkpoint(
+            SESSION,
+            goal="upgrade node",
+            covered_seq=(await scope.read(third.correction_event_id)).event.seq,
+        )
+        preview = await scope.consolidate(as_of=later(first, 12), dry_run=True)
+        assert preview.deleted == []  # not expired yet: the lineage stays whole
+        done = await scope.consolidate(as_of=later(first, 25))
+        assert done.deleted == [third.memory.id, second.memory.id, first.id, bystander.id]
+        for event_id in (second.correction_event_id, third.correction_event_id):
+            with pytest.raises(amem.NotFound):
+                await scope.read(event_id)
+        original = await scope.read("e1")
+        assert (original.text, original.event.status, original.memories) == (
+            "the build uses node 18", "amended", [])  # fmt: skip
+        assert (await scope.recall("numbat2025")).items == []
+        checkpoint = await scope.checkpoint(SESSION)
+        assert checkpoint is not None
+        assert checkpoint.covered_seq is None  # the event it covered is gone
+        report = await mem.doctor()
+        assert report.ok, [c for c in report.checks if not c.ok]
+    assert db_rows(db_path, "select count(*) from memories") == [(0,)]
+    assert db_rows(db_path, "select count(*) from relations") == [(0,)]
+    assert db_rows(db_path, "select id from events where category = 'correction'") == []
+    data = file_bytes(db_path)
+    for marker in (b"wombat2024", b"numbat2025"):
+        assert marker not in data, marker
+
+
+async def test_a_pinned_correction_graduates_with_its_lineage(scope: amem.Scope) -> None:
+    first = await note(scope, "the build uses node 18")
+    fixed = await scope.correct(first.id, "the build uses node 20")
+    await scope.pin(fixed.memory.id)
+    done = await scope.consolidate(as_of=later(first, 25))
+    assert (done.deleted, [p.id for p in done.promotions]) == ([], [fixed.memory.id])
+    page = await scope.read(fixed.correction_event_id)
+    assert [m.id for m in page.memories] == [fixed.memory.id]
+    listed = await scope.list(include_revoked=True)
+    assert {m.id for m in listed.items} == {first.id, fixed.memory.id}
+
+
+def orphaned(db_path: Path, memory_id: str) -> None:
+    """Make, around amem, what consolidate used to leave when a corrected note expired: the
+    correction's memory and its link gone, its event and the revoked original left."""
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute("delete from relations where from_id = ?", (memory_id,))
+        conn.execute("delete from search_docs where ref = ?", (memory_id,))
+        conn.execute("delete from memories where id = ?", (memory_id,))
+
+
+async def test_doctor_reports_orphans_and_the_command_exits_1(db_path: Path) -> None:
+    async with amem.open(db_path, settings=amem.Settings()) as mem:
+        scope = mem.scope()
+        first = await note(scope, "the build uses node 18")
+        fixed = await scope.correct(first.id, "the build uses node 20")
+        assert (await mem.doctor()).ok
+    orphaned(db_path, fixed.memory.id)
+    async with amem.open(db_path, settings=amem.Settings()) as mem:
+        report = await mem.doctor(rebuild_index=True)  # the index is not what is wrong
+    [check] = [c for c in report.checks if c.name == "orphans"]
+    assert not report.ok
+    assert (check.ok, check.severity) == (False, "error")
+    assert f"1 correction events without their memory (first: {fixed.correction_event_id})" in (
+        check.detail
+    )
+    assert f"1 memories revoked by a correction without the link to it (first: {first.id})" in (
+        check.detail
+    )
+    assert check.fix is not None
+    assert "amem delete" in check.fix
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMEM_")}
+    done = await anyio.run_process(
+        [sys.executable, "-m", "amem", "doctor", "--db", str(db_path)], check=False, env=env
+    )
+    assert done.returncode == 1, done.stderr
+    assert b"FAIL  orphans: 1 correction events without their memory" in done.stdout
+
+
+async def test_doctor_reports_links_and_memories_pointing_at_nothing(db_path: Path) -> None:
+    async with amem.open(db_path, settings=amem.Settings()) as mem:
+        scope = mem.scope()
+        kept = await note(scope, "the deploy runs on fridays", event_id="e1")
+        lost = await note(scope, "the cache is cold", event_id="e2")
+        await scope.relate(kept.id, lost.id)
+    with closing(sqlite3.connect(db_path)) as conn, conn:  # foreign keys off: around amem
+        conn.execute("delete from search_docs where ref in ('e2', ?)", (lost.id,))
+        conn.execute("delete from events where id = 'e2'")
+        conn.execute("delete from memories where id = ?", (kept.id,))
+        conn.execute("delete from search_docs where ref = ?", (kept.id,))
+    async with amem.open(db_path, settings=amem.Settings()) as mem:
+        report = await mem.doctor(rebuild_index=True)
+    [check] = [c for c in report.checks if c.name == "orphans"]
+    assert not check.ok
+    assert f"1 links pointing at no memory (first: {kept.id})" in check.detail
+    assert f"1 memories whose source event is gone (first: {lost.id})" in check.detail
+
+
 # --- compacting a session's working notes -----------------------------------------------------
 
 

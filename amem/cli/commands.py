@@ -406,9 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
         "check the database and say how to fix problems",
         (
             "Check integrity, foreign keys, the search index against its content (FTS5), "
-            "search coverage, text encoding, whether an export would import, pending and "
-            "failed extractions, vector coverage and the schema version; print counts. Exits "
-            "1 when it finds a problem, with what to run."
+            "search coverage, text encoding, whether an export would import, orphans (a "
+            "correction event without its memory and the like), pending and failed "
+            "extractions, vector coverage and the schema version; print counts. Exits 1 "
+            "when it finds a problem, with what to run."
         ),
     )
     doctor.add_argument(
@@ -442,9 +443,10 @@ def add_tier_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
         "apply working-note TTLs and promotions now",
         (
             "Delete the scope's expired, unpinned working notes for good (their source events "
-            "stay), promote pinned expired ones to episodic, and move often restated "
-            "memories up a tier (AMEM_PROMOTE_AFTER distinct events), in one transaction. "
-            "Nothing does this in the background. --dry-run prints what it would do."
+            "stay; a corrected note goes with the versions it corrected), promote pinned "
+            "expired ones to episodic, and move often restated memories up a tier "
+            "(AMEM_PROMOTE_AFTER distinct events), in one transaction. Nothing does this in "
+            "the background. --dry-run prints what it would do."
         ),
     )
     consolidate.add_argument("--dry-run", action="store_true", help="only show what would change")

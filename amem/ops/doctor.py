@@ -5,7 +5,9 @@ FTS5 index against its content table (``integrity-check``: ``PRAGMA integrity_ch
 does not see FTS drift), search coverage (the index holds exactly what ``search.index``
 says it holds: nothing missing, no row pointing at anything else), text that does not
 decode, whether an export would import (the rows as export reads them, through import's
-own validation), extractions left pending or failed, vector coverage and interrupted
+own validation), orphans (a correction event without its memory, a memory a correction
+revoked without the link to it, links and memories pointing at nothing), extractions left
+pending or failed, vector coverage and interrupted
 reindexes, capacity counters against the rows they count and scopes near their capacity
 limits, and reports table counts.
 
@@ -80,6 +82,41 @@ RESTORE_HINT = "restore the latest backup (`amem restore`) into a new file"
 REPAIR_HINT = f"{RESTORE_HINT}, or repair or delete the named row with the sqlite3 shell"
 REIMPORT_HINT = "export what is readable (`amem export`) and import it into a new file"
 RECOUNT_HINT = "run `amem doctor --rebuild-index` (also counts every scope's usage anew)"
+ORPHAN_HINT = (
+    "erase what is left with `amem delete --event-id ID` (a correction event) or "
+    f"`amem delete --memory-id ID` (a memory, with its source event), or {RESTORE_HINT}"
+)
+ORPHANS = (
+    (
+        "correction events without their memory",
+        """select count(*), min(e.id) from events e where e.category = 'correction'
+        and not exists (select 1 from memories m where m.event_id = e.id)""",
+    ),
+    (
+        # A retraction may give no reason, so a revoked memory without one is healthy; one
+        # revoked by a correction (at the moment its correction event was stored) must
+        # still be the target of that correction's link.
+        "memories revoked by a correction without the link to it",
+        """select count(*), min(m.id) from memories m
+        where m.revoked_at is not null and m.revoke_reason is null
+        and not exists (select 1 from relations r where r.kind = 'corrects' and r.to_id = m.id)
+        and (m.persona, m.project, m.revoked_at) in
+            (select persona, project, ingested_at from events where category = 'correction')""",
+    ),
+    (
+        "links pointing at no memory",
+        """select count(*), min(r.from_id) from relations r
+        where not exists (select 1 from memories m where m.id = r.from_id)
+        or not exists (select 1 from memories m where m.id = r.to_id)""",
+    ),
+    (
+        "memories whose source event is gone",
+        """select count(*), min(m.id) from memories m
+        where not exists (select 1 from events e where e.id = m.event_id)""",
+    ),
+)
+"""What a lost correction lineage (or a write around amem) leaves: each kind of orphan and
+the SQL counting it, with its first ID."""
 
 
 def examine(
@@ -154,7 +191,18 @@ def count_check(conn: sqlite3.Connection, name: str, sql: str, what: str) -> Doc
 def row_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
     """The checks that read every row (about 40 s for a million events): run them on a
     read snapshot, so writers are not kept waiting for the write lock meanwhile."""
-    return [text_check(conn), archive_check(conn), usage_check(conn)]
+    return [text_check(conn), archive_check(conn), usage_check(conn), orphan_check(conn)]
+
+
+def orphan_check(conn: sqlite3.Connection) -> DoctorCheck:
+    """Rows that lost what they belong to: correction events without their memory, memories
+    a correction revoked without the link to it, links and memories pointing at nothing."""
+    found = []
+    for what, sql in ORPHANS:
+        count, first = conn.execute(sql).fetchone()
+        if count:
+            found.append(f"{count} {what} (first: {first})")
+    return verdict("orphans", "; ".join(found) or None, ORPHAN_HINT)
 
 
 def text_check(conn: sqlite3.Connection) -> DoctorCheck:

@@ -15,7 +15,8 @@ Evidence, with bounded work however large the archive grows:
   together, found by FTS5 conjunctions however old (``conjunctions``), those holding the
   query as a phrase, and the ``PER_TERM`` most recent documents of the ``POSTED_TERMS``
   most informative terms, the best ``RANKED`` by idf-weighted presence. All are scored
-  with BM25 on their stored tokens. No query ever reads every posting of a common term.
+  with BM25 on their stored tokens (at most ``SCORED_CHARS`` of each: ``Scanned``). No
+  query ever reads every posting of a common term.
   When a capped term's newest documents yield fewer eligible candidates than ``limit``
   (revoked, amended or not yet valid at an earlier ``as_of``), the terms are looked up
   again counting only eligible documents, over at most ``TERM_SCAN`` postings each.
@@ -75,7 +76,7 @@ from ..db.times import db_time, from_db_time
 from ..llm.embeddings import Vector
 from ..models import Basis, MemoryKind, MemoryTier, RecallItem, Role, ScoreComponents
 from ..store.facts import FADING_KINDS, valid_as_of
-from .index import average_length
+from .index import average_length, varints
 from .text import clause_tokens, literal, phrase_tokens, scope_token
 from .vectors import Matrices, similarities
 
@@ -131,6 +132,12 @@ REPLY_SHARE = 0.8
 COVERED = 0.95
 """Share of the scope's memories and events with a vector below which hybrid recall warns."""
 RAW_CHARS = 2000
+SCORED_CHARS = 8000
+"""Characters of a candidate's stored tokens that BM25 reads. Every memory and nearly
+every message is shorter and is scored exactly; a longer one (an event may hold 100,000
+characters) is scored on its first tokens (``Scanned``), so a recall costs the same
+however long the events it finds: over 300 events of 99,000 characters each, reading them
+whole took a Chinese recall 1.2 s (``bench/long_events.py``), now 0.05 s."""
 STORED_FIELDS = ("id", "quote", "kind", "basis", "confidence", "subject", "fact_key", "tier")
 """What an item shows of a memory as stored."""
 NOT_RAW: dict[str, Any] = dict.fromkeys((*STORED_FIELDS[1:], "valid_at", "invalid_at"))
@@ -233,7 +240,12 @@ select {{n}}, count(*), min(rowid), max(rowid) from (
     select rowid from search_fts where search_fts match ? limit {PER_TERM}
 )
 """
-SELECT_DOCS = "select num, doc_kind, ref, tokens from search_docs where num in ({})"
+SELECT_DOCS = f"""
+select num, doc_kind, ref, substr(tokens, 1, {SCORED_CHARS}) from search_docs where num in ({{}})
+"""
+# FTS5's count of each document's tokens (one varint per column): the length of a long one
+# without reading its text.
+SELECT_SIZES = "select id, sz from search_fts_docsize where id in ({})"
 COUNT_DOCS = "select max(num) from search_docs"
 # The first and last scope in index order: equal to the query's scope when it is the only one.
 SELECT_SCOPE_BOUNDS = """
@@ -538,7 +550,8 @@ def lexical_matches(
     total = scope_documents(conn, q, scope, newest, known)
     idf = {t.text: math.log(1 + (total - min(t.df, total) + 0.5) / (t.df + 0.5)) for t in terms}
     ranked = max(RANKED, q.limit)
-    together, saturated = conjunctions(conn, clauses, terms, scope, ranked, q.limit)
+    lookups = Intersections(conn, scope, ranked)
+    together, saturated = conjunctions(lookups, clauses, terms, q.limit)
     sequence = phrase_tokens(q.query) if len(distinct) <= PHRASE_TOKENS else []
     # Documents holding the query's tokens in its order count the phrase as one more term
     # (as rare as they are). Below ``ranked``, every document holding all the terms is a
@@ -551,13 +564,12 @@ def lexical_matches(
     best_present = sorted(presence, reverse=True)  # newest first among equals (a stable sort)
     best_present.sort(key=presence.__getitem__, reverse=True)
     chosen = list(dict.fromkeys(phrase + together[:CONJOINED_KEPT] + best_present[:ranked]))
-    marks = ", ".join("?" * len(chosen))
-    docs = conn.execute(SELECT_DOCS.format(marks), chosen).fetchall()
-    tokens = {num: stored.split()[1:] for num, _, _, stored in docs}  # the first: the scope's
-    scored = bm25(tokens, idf, average_length(conn) - 1)  # less the scope token
+    docs, scanned = scan_documents(conn, chosen)
+    held = found_holding(postings, lookups, phrase, sequence)
+    scored = bm25(scanned, idf, average_length(conn) - 1, held)  # less the scope token
     whole = sum(idf.values())
     if len(sequence) > 1:
-        holding = set(phrase) | {num for num, words in tokens.items() if holds(words, sequence)}
+        holding = set(phrase) | {num for num, doc in scanned.items() if doc.holds(sequence)}
         if holding:
             phrase_idf = math.log(1 + (total + 0.5) / (len(holding) + 0.5))
             whole += phrase_idf
@@ -569,7 +581,7 @@ def lexical_matches(
     # full match), or to the best, if a shorter one scores more: never clipped, so a short
     # document holding some terms does not tie with one holding them all.
     scale = max([whole] + [scored[num] for num, *_ in best[:1]])
-    return {(kind, ref): scored[num] / scale for num, kind, ref, _ in best}, capped
+    return {(kind, ref): scored[num] / scale for num, kind, ref in best}, capped
 
 
 class Term(NamedTuple):
@@ -715,12 +727,7 @@ def scope_documents(
 
 
 def conjunctions(
-    conn: sqlite3.Connection,
-    clauses: list[list[str]],
-    terms: list[Term],
-    scope: str,
-    ranked: int,
-    limit: int,
+    lookups: Intersections, clauses: list[list[str]], terms: list[Term], limit: int
 ) -> tuple[list[int], bool]:
     """The newest documents holding the most informative terms together, however old, and
     whether more than ``ranked`` hold the query's most informative terms.
@@ -732,7 +739,6 @@ def conjunctions(
     that name nothing), most informative first, each narrowed by the clause's other words
     while too many documents hold it. At most ``CONJUNCTIONS`` lookups."""
     order = [term.text for term in terms]
-    lookups = Intersections(conn, scope, ranked)
     together, saturated = grown(lookups, order)
     spoken = [clause for clause in clauses if any(token in order for token in clause)]
     if len(spoken) < 2 and len(together) >= limit:  # one clause; enough hold its best terms
@@ -826,28 +832,105 @@ def phrase_matches(
     return [rowid for (rowid,) in conn.execute(SELECT_PHRASE, query)]
 
 
-def holds(words: list[str], sequence: list[str]) -> bool:
-    """Whether ``sequence`` stands in ``words``, in order and side by side."""
-    first, size = sequence[0], len(sequence)
-    return any(words[n : n + size] == sequence for n, word in enumerate(words) if word == first)
+class Scanned(NamedTuple):
+    """What BM25 reads of one document: its first ``SCORED_CHARS`` characters of tokens."""
+
+    text: str
+    """The tokens read (the scope token left out, and a token the cut split), one space
+    between each."""
+    words: list[str]
+    length: int
+    """Tokens in the whole document."""
+
+    @property
+    def cut(self) -> bool:
+        return self.length > len(self.words)
+
+    def holds(self, sequence: list[str]) -> bool:
+        """Whether ``sequence`` stands in the tokens read, in order and side by side."""
+        return f" {' '.join(sequence)} " in f" {self.text} "
+
+
+def scan_documents(
+    conn: sqlite3.Connection, nums: list[int]
+) -> tuple[list[tuple[int, str, str]], dict[int, Scanned]]:
+    """``(num, doc_kind, ref)`` of the documents ``nums`` and what BM25 reads of each: one
+    longer than ``SCORED_CHARS`` is read only that far, its length from FTS5's count."""
+    marks = ", ".join("?" * len(nums))
+    docs, scanned, long = [], {}, []
+    for num, kind, ref, stored in conn.execute(SELECT_DOCS.format(marks), nums).fetchall():
+        docs.append((num, kind, ref))
+        body = stored.partition(" ")[2]  # the first token is the scope's
+        if len(stored) >= SCORED_CHARS:  # perhaps cut inside a token: that one is left out
+            body = body.rpartition(" ")[0]
+            long.append(num)
+        words = body.split()
+        scanned[num] = Scanned(body, words, len(words))
+    if long:
+        marks = ", ".join("?" * len(long))
+        sizes = dict(conn.execute(SELECT_SIZES.format(marks), long).fetchall())
+        for num in long:  # no size (an index out of step with its rows): what was read
+            length = next(varints(sizes[num], 0), 0) - 1 if num in sizes else 0  # no scope token
+            scanned[num] = scanned[num]._replace(length=max(length, scanned[num].length))
+    return docs, scanned
+
+
+def found_holding(
+    postings: dict[str, list[int]],
+    lookups: Intersections,
+    phrase: list[int],
+    sequence: list[str],
+) -> dict[int, set[str]]:
+    """The terms FTS5 found each document by: a term's postings, a conjunction's terms, a
+    phrase's tokens."""
+    held: defaultdict[int, set[str]] = defaultdict(set)
+    for term, rows in postings.items():
+        for rowid in rows:
+            held[rowid].add(term)
+    for (terms, _), rows in lookups.known.items():
+        for rowid in rows:
+            held[rowid] |= terms
+    for rowid in phrase:
+        held[rowid].update(sequence)
+    return held
 
 
 def bm25(
-    documents: dict[int, list[str]], idf: dict[str, float], average: float
+    documents: dict[int, Scanned],
+    idf: dict[str, float],
+    average: float,
+    held: dict[int, set[str]] | None = None,
 ) -> dict[int, float]:
     """Okapi BM25 of each document's tokens for the query terms in ``idf``, ``average`` the
-    index's average document length (as FTS5's own ``bm25`` has it)."""
+    index's average document length (as FTS5's own ``bm25`` has it).
+
+    A document read only in part (``Scanned.cut``) has its counts scaled from the part
+    read to its whole length, and a term FTS5 found it by (``held``) counts at least once:
+    a long document matched past its first tokens still scores."""
     average = average if average > 0 else 1.0
     scores = {}
-    for rowid, words in documents.items():
-        norm = K1 * (1 - B + B * len(words) / average)
+    for rowid, doc in documents.items():
+        norm = K1 * (1 - B + B * doc.length / average)
         total = 0.0
-        # Count only the query's terms (a document holds a few among many words), in the
-        # order they first stand in it: the same sum, to the last bit, as counting all.
-        for term, n in Counter([word for word in words if word in idf]).items():
+        for term, n in term_counts(doc, idf, (held or {}).get(rowid, set())):
             total += idf[term] * n * (K1 + 1) / (n + norm)
         scores[rowid] = total
     return scores
+
+
+def term_counts(doc: Scanned, idf: dict[str, float], held: set[str]) -> list[tuple[str, float]]:
+    """How often each query term stands in ``doc``: counted in a document read whole;
+    in one read in part, scaled to its length, each term of ``held`` at least once."""
+    # Count only the query's terms (a document holds a few among many words), in the
+    # order they first stand in it: the same sum, to the last bit, as counting all.
+    counts = Counter([word for word in doc.words if word in idf])
+    if not doc.cut:
+        return [(term, float(n)) for term, n in counts.items()]
+    scale = doc.length / max(len(doc.words), 1)
+    scaled = {term: n * scale for term, n in counts.items()}
+    for term in held & idf.keys():
+        scaled[term] = max(scaled.get(term, 0.0), 1.0)
+    return list(scaled.items())
 
 
 def named(values: Iterable[str], params: dict[str, object]) -> str:

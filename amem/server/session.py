@@ -13,10 +13,12 @@ Requests are answered in the order they finish. A request cancelled by the clien
 (``notifications/cancelled``) gets no answer; a write it started still commits. At end
 of input the requests still running are answered (for up to ``DRAIN_SECONDS``) before
 the session ends, so a host that sends its last requests and closes stdin still hears
-back; the answers are written while the client reads them (``stdio.Outbox`` says how
-long it is waited for). Requests before ``initialize`` are answered too. The next line
-is read only once there is room: fewer than ``MAX_RUNNING`` calls running, and few
-enough answers waiting for the wire (``stdio.MAX_WAITING_BYTES``).
+back; then reads still running are stopped and answered ``closed``, so the server exits
+within ``EXIT_SECONDS`` however slow they are. The answers are written while the client
+reads them (``stdio.Outbox`` says how long it is waited for). Requests before
+``initialize`` are answered too. The next line is read only once there is room: fewer
+than ``MAX_RUNNING`` calls running, and few enough answers waiting for the wire
+(``stdio.MAX_WAITING_BYTES``).
 """
 
 from __future__ import annotations
@@ -48,8 +50,15 @@ structured output (2025-06-18), titles and icons, tasks (2025-11-25). One gap: 2
 has servers receive JSON-RPC batches; amem refuses them (-32600) as the SDK's server does,
 and 2025-06-18 removed batches. ``test_mcp_protocol`` fails once the installed SDK knows a
 newer revision: review it the same way before adding it here."""
-DRAIN_SECONDS = 60.0
+EXIT_SECONDS = 60.0
+"""The server exits at most this long after end of input: ``DRAIN_SECONDS``, then
+``STOP_SECONDS``, then at most ``stdio.STALL_SECONDS`` for the answers to be read, and the
+rest (seconds to spare) to close the database."""
+DRAIN_SECONDS = 40.0
 """How long end of input waits for the answers to requests still running."""
+STOP_SECONDS = 5.0
+"""Then reads still running are stopped (answered ``closed``), and the calls get this long
+to answer; a read stops within milliseconds, a write commits with its batch."""
 MAX_RUNNING = 256
 """Tool calls run at once; past it, stdin is read only as calls finish."""
 
@@ -67,6 +76,8 @@ class ServerInfo:
     """``tools/list`` entries, as JSON."""
     call: ToolCall
     """Runs one tool; returns the ``CallToolResult`` as JSON."""
+    stop_reads: Callable[[], None]
+    """Interrupts the reads still running, which then answer with an error."""
 
 
 async def serve(server: ServerInfo, stdin_fd: int, wire_fd: int) -> None:
@@ -80,6 +91,9 @@ async def serve(server: ServerInfo, stdin_fd: int, wire_fd: int) -> None:
 
         await stdio.read_lines(stdin_fd, session.receive, room)
         with anyio.move_on_after(DRAIN_SECONDS):
+            await session.drained()
+        server.stop_reads()  # no waiting for reads that would not finish: they answer closed
+        with anyio.move_on_after(STOP_SECONDS):
             await session.drained()
         tg.cancel_scope.cancel()
 

@@ -186,15 +186,20 @@ class Outbox:
 
 @asynccontextmanager
 async def outbox(fd: int) -> AsyncIterator[Outbox]:
-    """An ``Outbox`` for ``fd``; leaving the block writes what is still queued (unless the
-    reader is gone: see ``Outbox``)."""
+    """An ``Outbox`` for ``fd``; leaving the block writes what is still queued, for at most
+    ``STALL_SECONDS`` in all (and not once the reader is gone: see ``Outbox``), so the
+    server's exit is bounded even by a client that reads, but slowly."""
     box = Outbox(fd)
     with nonblocking(fd, box._kind):
         async with anyio.create_task_group() as tg:
             tg.start_soon(box._write_queued)
             try:
                 yield box
-                await box.flushed()
+                with anyio.move_on_after(STALL_SECONDS) as late:
+                    await box.flushed()
+                if late.cancelled_caught:
+                    log.warning("the client read too slowly: the last answers are dropped")
+                    box._drop()
             finally:
                 tg.cancel_scope.cancel()
 

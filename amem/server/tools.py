@@ -575,7 +575,9 @@ async def serve(path: Path, settings: Settings) -> None:
     async with open_memory(path, settings=settings) as memory:
         served = Served(memory, settings.default_persona, settings.default_project)
         tools = [tool_schema(tool) for tool in TOOLS.values()]
-        server = ServerInfo("amem", __version__, INSTRUCTIONS, tools, partial(call, served))
+        server = ServerInfo(
+            "amem", __version__, INSTRUCTIONS, tools, partial(call, served), memory.stop_reads
+        )
         await session.serve(server, sys.stdin.fileno(), wire.fileno())
 
 

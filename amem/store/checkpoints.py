@@ -90,11 +90,16 @@ def invalidate_checkpoints(conn: sqlite3.Connection, persona: str, project: str,
     return conn.execute(INVALIDATE, (now, persona, project)).rowcount
 
 
+def uncover_removed(conn: sqlite3.Connection, persona: str, project: str) -> None:
+    """Clear the ``covered_seq`` of the scope's checkpoints whose covered event is gone."""
+    conn.execute(UNCOVER_ERASED, (persona, project))
+
+
 def invalidate_after_deletion(
     conn: sqlite3.Connection, persona: str, project: str, now: str
 ) -> int:
     """After events of the scope were erased: clear what covered them, invalidate all."""
-    conn.execute(UNCOVER_ERASED, (persona, project))
+    uncover_removed(conn, persona, project)
     return invalidate_checkpoints(conn, persona, project, now)
 
 

@@ -139,10 +139,8 @@ def apply(conn: sqlite3.Connection, persona: str, project: str, plan: Planner, n
     its events; refuses, rolling back, if the deed would differ from the plan."""
     events = list(plan.events)
     vectors, search_rows, relations = remove_memories(conn, list(plan.memories))
-    vectors += drop_vectors(conn, "event", events)
-    search_rows += index.remove_docs(conn, "event", events)
-    for event in events:
-        conn.execute(DELETE_EVENT, (event,))
+    event_vectors, event_rows = remove_events(conn, events)
+    vectors, search_rows = vectors + event_vectors, search_rows + event_rows
     tombstones.bury(conn, persona, project, events, now)
     if (vectors, search_rows, relations) != (plan.vectors, plan.search_rows, len(plan.edges)):
         raise StorageError("the erasure did not match its plan; nothing was erased")
@@ -158,6 +156,16 @@ def remove_memories(conn: sqlite3.Connection, memory_ids: Sequence[str]) -> tupl
         relations += conn.execute(DELETE_RELATIONS, (memory, memory)).rowcount
         conn.execute(DELETE_MEMORY, (memory,))
     return vectors, search_rows, relations
+
+
+def remove_events(conn: sqlite3.Connection, event_ids: Sequence[str]) -> tuple[int, int]:
+    """Delete these events' rows with their vectors and search rows (no memory may be
+    derived from them any more); returns how many vectors and search rows went."""
+    vectors = drop_vectors(conn, "event", event_ids)
+    search_rows = index.remove_docs(conn, "event", event_ids)
+    for event in event_ids:
+        conn.execute(DELETE_EVENT, (event,))
+    return vectors, search_rows
 
 
 # --- one event (or one memory's event) -------------------------------------------------

@@ -16,7 +16,11 @@ memories (revoked ones stay, for audit, as they are):
    them (those promoted in step 1 included);
 3. the remaining expired, unpinned working notes are deleted completely (their rows,
    search rows, vectors and relation edges, as ``erasure`` removes a memory); their source
-   events stay, being the originals.
+   events stay, being the originals. A note that corrects another (``correct``) expires
+   with its whole lineage, as a deletion takes it: the earlier versions its corrections
+   revoked and the correction events that hold only its corrected texts go with it, so no
+   correction event is left without its memory and no revoked version without the link
+   saying why. The original event the first version came from stays, still ``amended``.
 
 After it, nothing is left for a second call at the same time to do. The plan is computed
 from the rows first (so a dry run is the same computation on a read snapshot), then
@@ -33,7 +37,8 @@ from typing import NamedTuple
 
 from ..db.times import db_time
 from ..models import Consolidation, MemoryRecord, MemoryTier, Promotion
-from .erasure import remove_memories
+from .checkpoints import uncover_removed
+from .erasure import remove_events, remove_memories
 from .facts import KEYED_KINDS, load_memory
 
 SET_PINNED = "update memories set pinned = ? where id = ?"
@@ -50,6 +55,15 @@ where persona = ? and project = ? and tier = 'episodic' and kind in ('fact', 'pr
 order by num
 """
 PROMOTE = "update memories set tier = ?, expires_at = null where id = ?"
+SELECT_CORRECTED = """
+select r.to_id from relations r join memories m on m.id = r.to_id
+where r.kind = 'corrects' and r.from_id = ? and m.revoked_at is not null
+"""
+SELECT_CORRECTION_SOURCE = """
+select e.id from memories m join events e on e.id = m.event_id
+where m.id = ? and e.category = 'correction'
+"""
+SELECT_DERIVED = "select id from memories where event_id = ?"
 
 
 def pin(
@@ -101,15 +115,19 @@ def consolidate(
         for note in episodic
         if note.id in to_profile
     ]
-    deleted = [
+    expiring = [
         note.id
         for note in working
         if expired(note, now) and not note.pinned and note.id not in graduating
     ]
+    deleted = [memory for note in expiring for memory in [note, *earlier_versions(conn, note)]]
     if not dry_run:
         for moved in promotions:
             conn.execute(PROMOTE, (moved.to_tier, moved.id))
+        events = correction_events(conn, deleted)
         remove_memories(conn, deleted)
+        remove_events(conn, events)
+        uncover_removed(conn, persona, project)
     return Consolidation(
         persona=persona,
         project=project,
@@ -118,6 +136,31 @@ def consolidate(
         deleted=deleted,
         promotions=promotions,
     )
+
+
+def earlier_versions(conn: sqlite3.Connection, memory_id: str) -> list[str]:
+    """The memories a current one's corrections revoked, newest first: its ``corrects``
+    links followed back through revoked memories."""
+    versions: list[str] = []
+    todo = [memory_id]
+    while todo:
+        for (older,) in conn.execute(SELECT_CORRECTED, (todo.pop(),)).fetchall():
+            if older != memory_id and older not in versions:
+                versions.append(older)
+                todo.append(older)
+    return versions
+
+
+def correction_events(conn: sqlite3.Connection, memory_ids: Iterable[str]) -> list[str]:
+    """The correction events these memories come from that no other memory comes from."""
+    going = set(memory_ids)
+    events: dict[str, None] = {}
+    for memory_id in going:
+        for (event_id,) in conn.execute(SELECT_CORRECTION_SOURCE, (memory_id,)):
+            derived = {row[0] for row in conn.execute(SELECT_DERIVED, (event_id,))}
+            if derived <= going:
+                events[event_id] = None
+    return list(events)
 
 
 def expired(note: Note, now: str) -> bool:
