@@ -181,7 +181,7 @@ def recall_at_10(
     with sqlite3.connect(path) as conn:
         for vector in table.values():
             exact = {refs[i] for i in exact_top(matrix, np.asarray(vector, dtype=np.float32), 10)}
-            nearest, _ = matrices.nearest(conn, scope, fingerprint, vector, 10, None)
+            nearest = matrices.nearest(conn, scope, fingerprint, vector, 10, None).found
             found += len(exact & {ref for _, ref in nearest})
     return round(found / (10 * len(table)), 3)
 

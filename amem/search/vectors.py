@@ -13,7 +13,7 @@ Rows are only ever appended; a deleted or changed row bumps the scope's ``vector
 row (triggers keep it), which makes the matrix reload whole. The matrix holds each vector
 as int8 (scaled by one factor per matrix), a quarter of float32: a scan is bound by memory
 bandwidth, so simsimd's SIMD int8 kernel scans the newest ``scan`` rows (all of them for
-``deep``) several times as fast as a float32 product. The ``shortlist`` best by that
+``deep``) several times as fast as a float32 product. The rows best by that
 scan are then read back from SQLite as float32 and ranked by their exact cosine, which
 is what a result carries; against an exact float32 search, recall@10 is 1.000 in
 ``bench/vectors.py``. Memory: ``dim + 8`` bytes per vector (384 dims: 392 bytes, 100k
@@ -25,12 +25,13 @@ from SQLite in blocks instead (float32, exact), never held.
 from __future__ import annotations
 
 import hashlib
+import math
 import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +47,23 @@ BLOCK_ROWS = 65_536
 
 Key = tuple[str, str]
 """``(doc_kind, ref)``: ``("memory", memory_id)`` or ``("event", event_id)``."""
+
+
+class Nearest(NamedTuple):
+    """What a vector search found, and how the query's cosines spread over what it read."""
+
+    found: dict[Key, float]
+    """The nearest memories and events, each at its best chunk's cosine."""
+    embedded: int
+    """Memories and events of the scope with a vector."""
+    searched: int
+    """Vectors (chunks) read."""
+    mean: float
+    """The mean cosine of the query to the vectors read (estimated from a sample)."""
+    spread: float
+    """Their standard deviation: how far a cosine stands out is ``(c - mean) / spread``."""
+
+
 Floats = npt.NDArray[np.float32]
 Codes = npt.NDArray[np.int8]
 Nums = npt.NDArray[np.int64]
@@ -318,10 +336,9 @@ class Matrices:
         query: Sequence[float],
         k: int,
         scan: int | None,
-    ) -> tuple[dict[Key, float], int]:
+    ) -> Nearest:
         """The ``k`` most similar memories and events among the newest ``scan`` vectors
-        (all when None), each at its best chunk's cosine; and how many memories and events
-        have a vector."""
+        (all when None), and how the query's cosines spread over them."""
         vector = np.asarray(query, dtype=np.float32)
         with self._lock:  # one loader at a time; the scan itself runs unlocked
             matrix = self._current(conn, scope, fingerprint)
@@ -333,10 +350,15 @@ class Matrices:
             return streamed(conn, scope, fingerprint, vector, k, scan)
         start = 0 if scan is None else max(0, count - scan)
         if count == 0 or codes.shape[1] != len(vector):  # another size: another space
-            return {}, refs
-        rows = shortlist(codes[start:], quantised(vector, matrix.scale), k) + start
+            return Nearest({}, refs, 0, 0.0, 0.0)
+        products = scores(codes[start:], quantised(vector, matrix.scale))
+        rows = top_rows(products, min(len(products), max(SHORTLIST * k, SHORTLIST_MIN))) + start
         exact = read_vectors(conn, nums[rows], len(vector)) @ vector
-        return best(exact, [keys[row] for row in rows], k), refs
+        sample = products[::SAMPLE_STEP] if len(products) > SAMPLE_STEP**2 else products
+        mean, spread = np.mean(sample), np.std(sample)  # int8 codes: scale squared
+        found = best(exact, [keys[row] for row in rows], k)
+        unit = matrix.scale**2
+        return Nearest(found, refs, len(products), float(mean / unit), float(spread / unit))
 
     def _current(
         self, conn: sqlite3.Connection, scope: tuple[str, str], fingerprint: str
@@ -361,13 +383,12 @@ class Matrices:
         return matrix
 
 
-def shortlist(codes: Codes, query: Codes, k: int) -> npt.NDArray[np.intp]:
-    """Rows of ``codes`` with the largest int8 dot products with ``query``, in no order."""
-    wanted = min(len(codes), max(SHORTLIST * k, SHORTLIST_MIN))
+def scores(codes: Codes, query: Codes) -> Floats:
+    """The int8 dot products of ``query`` with every row of ``codes``."""
     products = simsimd.cdist(
         query[None, :], codes, metric="dot", out_dtype="float32", threads=SCAN_THREADS
     )
-    return top_rows(np.asarray(products)[0], wanted)
+    return cast(Floats, np.asarray(products)[0])
 
 
 def top_rows(scores: Floats, wanted: int) -> npt.NDArray[np.intp]:
@@ -424,7 +445,7 @@ def streamed(
     vector: Floats,
     k: int,
     scan: int | None,
-) -> tuple[dict[Key, float], int]:
+) -> Nearest:
     """``Matrices.nearest`` for a scope too large to hold: block by block from SQLite."""
     name = (*scope, fingerprint)
     total, refs = conn.execute(SELECT_SIZE, name).fetchone()
@@ -432,15 +453,22 @@ def streamed(
     if scan is not None and scan < total:
         last = int(conn.execute(SELECT_SCAN_START, (*name, scan - 1)).fetchone()[0])
     found: dict[Key, float] = {}
+    searched, total_sum, squares = 0, 0.0, 0.0
     while block := conn.execute(SELECT_ROWS, (*name, last, BLOCK_ROWS)).fetchall():
         last = block[-1][0]
         fresh, vectors = decoded(block)
         if vectors.shape[1] == len(vector):
             keys = [(kind, ref) for _, kind, ref, _, _ in fresh]
-            for key, similarity in best(vectors @ vector, keys, k).items():
+            similarities = vectors @ vector
+            searched += len(similarities)
+            total_sum += float(similarities.sum())
+            squares += float(np.square(similarities).sum())
+            for key, similarity in best(similarities, keys, k).items():
                 found[key] = max(found.get(key, -1.0), similarity)
             found = dict(sorted(found.items(), key=lambda pair: -pair[1])[:k])
-    return found, int(refs)
+    mean = total_sum / searched if searched else 0.0
+    spread = math.sqrt(max(0.0, squares / searched - mean * mean)) if searched else 0.0
+    return Nearest(found, int(refs), searched, mean, spread)
 
 
 def best(similarities: Floats, keys: list[Key], k: int) -> dict[Key, float]:
