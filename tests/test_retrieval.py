@@ -94,6 +94,18 @@ async def test_a_single_character_finds_the_word_containing_it(scope: amem.Scope
     assert await found(scope, "本书") == [memory.id]
 
 
+async def test_the_characters_of_a_function_word_match_nothing(scope: amem.Scope) -> None:
+    """Every memory about the user says 用户; the query's own 用户 is a function word,
+    and its characters, each a token of its own, are not searched either: they matched
+    every memory and ranked the shortest first."""
+    for n, text in enumerate(["用户对花生过敏", "用户住在杭州", "用户喜欢喝茶"]):
+        await scope.submit_event(text, role="user", event_id=f"zh-{n}")
+    found = await scope.recall("用户对什么过敏", mode="fast")
+    assert [item.text for item in found.items] == ["用户对花生过敏"]
+    alone = await scope.recall("用户", mode="fast")  # nothing else: the word is searched
+    assert len(alone.items) == 3
+
+
 @pytest.mark.parametrize(
     "query", ["Python3.11", "python", "PYTHON", "版本", "3.11", "Python3.11版本"]
 )
