@@ -70,6 +70,10 @@ class Settings(BaseSettings):
     auto_min_coverage: float = Field(default=0.8, ge=0, le=1)
     """``auto`` recall is hybrid when vectors cover at least this share of the scope's
     memories and events, lexical otherwise."""
+    embed_backfill: bool = True
+    """Embed, in the background from a second after open, the file's memories and events
+    that have no vector of the model (left by a process that exited first, imported, or
+    stored before this model); off, they wait for ``reindex``."""
     embed_query_timeout: float = Field(default=5.0, gt=0, le=3600)
     """Seconds a recall waits for its query's embedding before ranking lexically."""
     vector_memory_mb: int = Field(default=2048, ge=0)

@@ -113,10 +113,20 @@ MAX_TRANSCRIPT_LINE_BYTES = 16 << 20
 with images, say) is read past without being held in memory, left out and counted; the
 text an event keeps is cut at ``MAX_EVENT_CHARS`` anyway."""
 CAPTURE_SECONDS = 40.0
-"""How long one ``claude-code-hook`` run captures. Claude Code cancels a hook after its
+"""How long one ``claude-code-hook`` run captures and then waits for its vectors (what the
+capture leaves of it, ``VECTOR_WAIT_SECONDS`` at most). Claude Code cancels a hook after its
 ``timeout`` (60 s unless set); what was captured by then stays, each slice committed, and
 the cursor says where the next run resumes. The rest of the 60 s is for starting Python,
 reaching the cursor and the slice in hand."""
+VECTOR_WAIT_SECONDS = 5.0
+"""How long a one-shot CLI write (``amem submit``, ``correct``, ``host-ingest``,
+``claude-code-hook``, ...) waits for its own vectors before it exits
+(``Memory.wait_for_vectors``); what is still without one then is said on stderr and
+embedded by the next process that opens the file. A few texts take well under a second
+on an endpoint or the local embedder; the hook waits only for what its ``--time-limit``
+leaves."""
+MAX_WAIT_SECONDS = 3_600.0
+"""Longest ``Memory.wait_for_vectors`` timeout."""
 MAX_HOOK_INPUT_BYTES = 1 << 20
 """Longest hook input read from stdin (1 MiB; Claude Code's are a few hundred bytes). It is
 read in one pass up to the end of its JSON object, so a larger or endless stdin is refused

@@ -67,6 +67,8 @@ from .limits import (
     MAX_READ_CHARS,
     MAX_RECALL_LIMIT,
     MAX_SCOPE_LIMIT,
+    MAX_WAIT_SECONDS,
+    VECTOR_WAIT_SECONDS,
 )
 from .llm import embeddings, extraction, local
 from .llm.embeddings import Vector
@@ -147,6 +149,15 @@ LEXICAL_RECHECK = 30.0
 embedding the query, before it looks at the scope's vectors again."""
 
 
+def thinly_embedded(settings: Settings) -> str:
+    """The warning of an ``auto`` recall ranked lexically because vectors cover too little."""
+    return (
+        f"ranked by words only: vectors cover less than {settings.auto_min_coverage:.0%} "
+        "of this scope's memories and events (those without one are embedded in the "
+        "background; `amem reindex` embeds them now)"
+    )
+
+
 @asynccontextmanager
 async def open(
     path: str | os.PathLike[str],
@@ -161,7 +172,9 @@ async def open(
     unless ``settings`` is given. Extraction and embedding calls go through
     ``http_client`` when given (amem does not close it), else through a client of its own.
     With ``embed="local"`` (``AMEM_EMBED=local``) the local embedder's process is started
-    here, without waiting for its model, and stopped when the block ends.
+    here, without waiting for its model, and stopped when the block ends. With embeddings
+    configured, the memories and events of the file that have no vector of the model are
+    embedded in the background, starting a second after open (``Pipeline._backfill``).
     A migration that rebuilds the search index (an older file) logs how far it has come
     and calls ``progress(done, total)`` after each batch of documents, from the thread
     that migrates the file.
@@ -399,7 +412,8 @@ class Memory:
         before it is inserted, and nothing is committed unless the whole archive is valid.
         An event whose tombstone the archive holds is left out, with its memories and
         their relations (``skipped`` counts them). ``progress(done, total)`` counts rows,
-        from the writer's thread. Vectors need ``reindex``.
+        from the writer's thread. Vectors come from the next open with embeddings
+        configured (its background backfill), or ``reindex``.
         """
         counts, skipped = await self._runtime.write(transfer.import_archive, path, progress)
         return ArchiveResult(path=str(path), counts=counts, skipped=skipped)
@@ -459,6 +473,21 @@ class Memory:
         return TombstoneImport(
             path=str(path), dry_run=dry_run, tombstones=len(digests), new=new, erasures=erasures
         )
+
+    async def wait_for_vectors(self, *, seconds: float = VECTOR_WAIT_SECONDS) -> int:
+        """Wait up to ``seconds`` for the vectors of what this ``Memory`` wrote (embedded
+        in the background after commit, never awaited by the writes); returns how many of
+        those memories and events are still without one: the next process that opens the
+        file with embeddings configured embeds them. 0 without an embedding endpoint.
+        For a process about to exit (the CLI's writes)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise InvalidInput("seconds must be a number")
+        if not 0 <= seconds <= MAX_WAIT_SECONDS:
+            raise InvalidInput(f"seconds must be from 0 to {MAX_WAIT_SECONDS:g}")
+        pipeline = self._runtime.pipeline
+        if pipeline is None or not self.settings.embedding_enabled:
+            return 0
+        return await pipeline.settle(seconds)
 
     async def doctor(self, *, rebuild_index: bool = False) -> DoctorReport:
         """Check the database's health (see docs/operations.md); ``rebuild_index`` first
@@ -651,6 +680,7 @@ class Scope:
         found = await runtime.read(recall_memories, request, runtime.matrices, runtime.term_counts)
         if request.auto_coverage is not None and not found.hybrid:
             self._runtime.lexical_scopes[(self.persona, self.project)] = time.monotonic()
+            warnings.append(thinly_embedded(settings))
         return RecallResult(
             query=query,
             persona=self.persona,
@@ -670,17 +700,18 @@ class Scope:
         mode and the scope call for one, and warnings when it cannot be made.
 
         ``auto`` asks for no embedding without an embedding endpoint, nor for
-        ``LEXICAL_RECHECK`` seconds after it last found this scope too little embedded.
+        ``LEXICAL_RECHECK`` seconds after it last found this scope too little embedded
+        (and warns that it ranked by words only).
         """
         settings, runtime = self._runtime.settings, self._runtime
         if mode == "fast":
             return request, []
         if mode == "auto":
             since = runtime.lexical_scopes.get((self.persona, self.project))
-            if not settings.embedding_enabled or (
-                since is not None and time.monotonic() - since < LEXICAL_RECHECK
-            ):
+            if not settings.embedding_enabled:
                 return request, []
+            if since is not None and time.monotonic() - since < LEXICAL_RECHECK:
+                return request, [thinly_embedded(settings)]
         if not settings.embedding_enabled or runtime.pipeline is None:
             return request, [f"{mode} mode needs an embedding endpoint; ranked lexically"]
         vector = runtime.query_vectors.get(request.query)

@@ -528,6 +528,35 @@ def test_the_hook_stops_at_its_time_limit_and_the_next_run_goes_on(tmp_path: Pat
     assert "--time-limit: must be a number of seconds from 0 to 3600" in err
 
 
+def test_the_hook_waits_for_its_vectors_within_its_time_limit(tmp_path: Path) -> None:
+    from amem.testing import FakeOpenAI
+
+    db, path = tmp_path / "memory.db", transcript_file(tmp_path, "session.jsonl")
+    stdin = json.dumps(hook_input(path))
+    with FakeOpenAI() as api:
+        env = {"AMEM_EMBED_BASE_URL": api.base_url, "AMEM_EMBED_MODEL": "fake"}
+        result = amem_cli("claude-code-hook", "--db", str(db), input=stdin, env=env)
+        assert (result.returncode, result.stdout) == (0, ""), result.stderr
+        assert "no vector" not in result.stderr
+        assert embedded_events(db) == {event_id for event_id, *_ in expected(SAID)}
+
+        path.write_bytes(path.read_bytes() + (FIXTURES / "session_more.jsonl").read_bytes())
+        api.gate.clear()  # the endpoint holds its answers, and the time limit leaves no wait
+        result = amem_cli(
+            "claude-code-hook", "--db", str(db), "--time-limit", "0", input=stdin, env=env
+        )
+        api.gate.set()
+    assert (result.returncode, result.stdout) == (0, ""), result.stderr
+    assert "amem: note: 2 of the new memories and events have no vector yet" in result.stderr
+    assert result.stderr.endswith("stored 2, 0 already stored, 5 skipped\n")
+    assert len(embedded_events(db)) == 5
+
+
+def embedded_events(db: Path) -> set[str]:
+    with closing(sqlite3.connect(db)) as conn:
+        return {ref for (ref,) in conn.execute("select ref from vectors where doc_kind = 'event'")}
+
+
 def peak_rss_kib(args: list[str], stdin: str) -> int:
     """The peak resident memory of ``python -m amem ARGS``, in KiB, as a parent whose only
     child it is sees it."""

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -513,6 +514,47 @@ def test_retry_and_reindex_with_an_endpoint(tmp_path: Path) -> None:
             ok("recall", "relocation", "--mode", "semantic", "--json", *db, env=env)
         )
         assert "warnings" in semantic
+
+
+def embedded_refs(path: Path) -> list[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        return [row[0] for row in conn.execute("select distinct ref from vectors order by ref")]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_one_shot_write_leaves_its_vectors_or_says_it_did_not(
+    tmp_path: Path, backend: str
+) -> None:
+    from amem.testing import FakeOpenAI
+
+    path = tmp_path / "m.db"
+    db = ["--db", str(path), *SCOPE, "--backend", backend]
+    with FakeOpenAI() as api:
+        env = {"AMEM_EMBED_BASE_URL": api.base_url, "AMEM_EMBED_MODEL": "fake"}
+        result = amem_cli("submit", TEXT, "--event-id", "m-1", *db, env=env)
+        assert result.returncode == 0, result.stderr
+        assert "no vector" not in result.stderr
+        assert embedded_refs(path) == ["m-1"]  # the command waited for it
+
+        api.fail_status = 500  # the endpoint is down: the command says what is left
+        result = amem_cli("submit", "我也喜欢龙井茶。", "--event-id", "m-2", *db, env=env)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "stored m-2 (seq 2, stored) in assistant/support\n"
+        assert (
+            "amem: note: 1 of the new memories and events have no vector yet; the next process "
+            "that opens this database with embeddings configured embeds them"
+        ) in result.stderr
+        assert embedded_refs(path) == ["m-1"]
+
+        api.fail_status = None  # auto recall now ranks by words, and says why
+        quiet = {**env, "AMEM_EMBED_BACKFILL": "false"}  # so the coverage stays as it is
+        result = amem_cli("recall", "龙井茶", *db, env=quiet)
+        assert result.returncode == 0, result.stderr
+        assert "(m-2)" in result.stdout
+        assert "warning: ranked by words only: vectors cover less than 80%" in result.stdout
+        found = json.loads(ok("recall", "龙井茶", "--json", *db, env=quiet))
+        assert found["ranking"] == "lexical"
+        assert found["warnings"][0].startswith("ranked by words only")
 
 
 def test_non_ascii_api_key_is_a_clean_error(tmp_path: Path) -> None:

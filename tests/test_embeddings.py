@@ -211,6 +211,80 @@ async def test_a_long_event_is_embedded_in_chunks(db_path: Path) -> None:
     assert hits.items[0].components.semantic > 0
 
 
+# --- what has no vector: the next open fills it, a process about to exit waits ----------
+
+
+async def test_what_has_no_vector_is_embedded_by_the_next_open(db_path: Path) -> None:
+    texts = ["User lives in Hangzhou", "User likes green tea", "用户养了一只猫"]
+    async with amem.open(db_path, settings=amem.Settings()) as mem:  # no embeddings yet
+        await remember(mem.scope(project="support"), *texts)
+        await remember(mem.scope(project="other"), "User lives in Paris")
+    with FakeOpenAI() as api:
+        async with amem.open(db_path, settings=embed_only(api.base_url, embed_batch=2)) as mem:
+            scope = mem.scope(project="support")
+            here, there = await settled(scope), await settled(mem.scope(project="other"))
+            sent = sorted(sent_texts(api))
+            hits = await scope.recall("green tea")
+    assert (here.embedded, here.embedded_events, here.coverage) == (3, 3, 1.0)
+    assert (there.embedded, there.embedded_events, there.coverage) == (1, 1, 1.0)
+    assert sent == sorted([*texts, "User lives in Paris"] * 2)  # a memory and its event each
+    assert max(len(body["input"]) for body in api.embedding_requests) <= 2  # in batches
+    assert (hits.ranking, hits.warnings) == ("hybrid", [])
+
+
+async def test_two_processes_filling_one_file_at_once_store_each_vector_once(
+    db_path: Path,
+) -> None:
+    texts = ["User lives in Hangzhou", "User likes green tea"]
+    async with amem.open(db_path, settings=amem.Settings()) as mem:
+        await remember(mem.scope(), *texts)
+    with FakeOpenAI() as api:
+        settings = embed_only(api.base_url)
+        api.gate.clear()  # both send their first batch (the same memories) before either stores
+        async with (
+            amem.open(db_path, settings=settings) as first,
+            amem.open(db_path, settings=settings) as second,
+        ):
+            with anyio.fail_after(10):
+                while api.in_flight < 2:
+                    await anyio.sleep(0.02)
+            api.gate.set()
+            done = [await settled(first.scope()), await settled(second.scope())]
+    with closing(sqlite3.connect(db_path)) as conn:
+        rows = conn.execute("select doc_kind, ref, count(*) from vectors group by 1, 2").fetchall()
+    assert [(s.embedded, s.embedded_events, s.coverage) for s in done] == [(2, 2, 1.0)] * 2
+    assert len(rows) == 4
+    assert all(count == 1 for *_, count in rows)  # one vector each, however often embedded
+    first_batches = [sorted(body["input"]) for body in api.embedding_requests[:2]]
+    assert first_batches == [sorted(texts)] * 2  # the same memories went twice...
+    assert len(sent_texts(api)) <= 2 * 4  # ...and nothing more than twice
+
+
+async def test_a_process_about_to_exit_waits_for_its_vectors(db_path: Path) -> None:
+    with FakeOpenAI() as api:
+        settings = embed_only(api.base_url, embed_backfill=False)
+        async with amem.open(db_path, settings=settings) as mem:
+            scope = mem.scope()
+            await remember(scope, "User lives in Hangzhou")
+            done = await mem.wait_for_vectors()
+            covered = await scope.status()  # no polling: waiting was enough
+            api.gate.clear()
+            await scope.submit_event("User likes green tea", role="user")
+            held = await mem.wait_for_vectors(seconds=0.1)  # the endpoint holds the answer
+            api.gate.set()
+            caught_up = await mem.wait_for_vectors()
+            api.fail_status = 500
+            await scope.submit_event("User has a cat", role="user")
+            failed = await mem.wait_for_vectors()
+            for bad in (-1, "5", True, float("nan")):
+                with pytest.raises(amem.InvalidInput):
+                    await mem.wait_for_vectors(seconds=bad)  # type: ignore[arg-type]
+    async with amem.open(db_path, settings=amem.Settings()) as mem:
+        unconfigured = await mem.wait_for_vectors()
+    assert (done, covered.coverage) == (0, 1.0)
+    assert (held, caught_up, failed, unconfigured) == (1, 0, 1, 0)
+
+
 # --- reindex -----------------------------------------------------------------------------
 
 
@@ -397,7 +471,8 @@ async def test_vectors_of_another_fingerprint_are_never_used(db_path: Path) -> N
             v1 = (await scope.reindex()).fingerprint
             await other.reindex()
             assert (await scope.recall("Hangzhou", mode="semantic")).items[0].components.semantic
-        async with amem.open(db_path, settings=embed_only(api.base_url, embed_version="2")) as mem:
+        v2_settings = embed_only(api.base_url, embed_version="2", embed_backfill=False)
+        async with amem.open(db_path, settings=v2_settings) as mem:
             scope = mem.scope(persona="assistant", project="support")
             stale = await scope.status()
             hits = await scope.recall("Hangzhou", mode="semantic")
@@ -417,7 +492,9 @@ async def test_changing_the_model_name_changes_the_fingerprint(db_path: Path) ->
             scope = mem.scope()
             await remember(scope, "User lives in Hangzhou")
             await scope.reindex()
-        settings = amem.Settings(embed_base_url=api.base_url, embed_model="fake-2")
+        settings = amem.Settings(
+            embed_base_url=api.base_url, embed_model="fake-2", embed_backfill=False
+        )
         async with amem.open(db_path, settings=settings) as mem:
             status = await mem.scope().status()
     assert status.fingerprint == f"{api.base_url}|fake-2|1"
@@ -660,14 +737,21 @@ async def test_auto_is_hybrid_only_where_vectors_cover_the_scope(db_path: Path) 
         again = await bare.recall("Hangzhou")
         quiet = len(endpoint.requests) == asked  # the bare scope was just found uncovered
         status = await bare.status()
-    assert (hybrid.mode, hybrid.ranking) == ("auto", "hybrid")
+        served = await amem.AgentSession(bare, "s").call_tool(
+            "memory_recall", {"query": "Hangzhou"}
+        )
+    assert (hybrid.mode, hybrid.ranking, hybrid.warnings) == ("auto", "hybrid", [])
     assert round(hybrid.items[0].components.fusion or 0, 6) == hybrid.items[0].score > 0
     assert (first.ranking, again.ranking) == ("lexical", "lexical")
     assert [i.text for i in first.items] == [i.text for i in again.items]
     assert [i.text for i in first.items] == ["User moved from Paris to Hangzhou"]
     assert all(item.components.fusion is None for item in first.items)
     assert quiet
-    assert first.warnings == again.warnings == []
+    [warning] = first.warnings  # the lexical ranking is never silent
+    assert warning.startswith("ranked by words only: vectors cover less than 80% of this scope")
+    assert "amem reindex" in warning
+    assert again.warnings == served["warnings"] == [warning]  # MCP says it too
+    assert served["ranking"] == "lexical"
     assert status.coverage == 0.0
 
 

@@ -570,6 +570,47 @@ async def test_doctor_finds_a_healthy_database_healthy(tmp_path: Path) -> None:
     assert report.counts["search_docs"] == 8  # 5 conversation or correction events, 3 memories
 
 
+async def test_doctor_reports_what_has_no_vector_and_the_next_open_fills_it(
+    tmp_path: Path,
+) -> None:
+    from amem.testing import FakeOpenAI
+
+    path = tmp_path / "a.db"
+    async with amem.open(path, settings=settings()) as mem:  # no embeddings: as a CLI
+        s = mem.scope(persona=PERSONA, project=PROJECT)  # submit that exited before them
+        await s.submit_event(HANGZHOU, role="user", event_id="e1")
+        await s.submit_event("太好了！", role="assistant", event_id="e2")
+        await s.add_memories("e1", [{"text": "用户住在杭州", "quote": "我搬到杭州了",
+                                     "kind": "fact", "basis": "user_statement"}])  # fmt: skip
+        await mem.scope(persona=PERSONA, project="other").submit_event("Hi", role="user")
+    with FakeOpenAI() as api:
+        embedding = amem.Settings(embed_base_url=api.base_url, embed_model="fake")
+        api.fail_status = 500  # down: nothing is filled while doctor looks
+        async with amem.open(path, settings=embedding) as mem:
+            report = await mem.doctor()
+        api.fail_status = None
+        async with amem.open(path, settings=embedding) as mem:
+            with anyio.fail_after(10):  # the backfill starts a second after open
+                while not (after := vector_coverage(await mem.doctor())).ok:
+                    await anyio.sleep(0.05)
+    check = vector_coverage(report)
+    assert (check.ok, check.severity, report.ok) == (False, "warning", True)  # exit 0
+    assert check.detail == (
+        "0 of 4 memories and events have a vector of the configured model; 4 have none: "
+        "assistant/support 3; assistant/other 1"
+    )
+    assert check.fix is not None
+    assert "the next process that opens the file with embeddings configured" in check.fix
+    assert "`amem reindex --persona P --project Q`" in check.fix
+    assert after.fix is None
+    assert after.detail == "4 of 4 memories and events have a vector of the configured model"
+
+
+def vector_coverage(report: amem.DoctorReport) -> amem.DoctorCheck:
+    [check] = [c for c in report.checks if c.name == "vector coverage"]
+    return check
+
+
 FTS_DRIFT = {
     "content row deleted": "delete from search_docs where num = (select min(num) from search_docs)",
     "bogus index row": "insert into search_fts (rowid, tokens) values (99999, 'bogus token')",

@@ -27,7 +27,12 @@ from ..config import Settings
 from ..errors import AmemError, InvalidInput
 from ..hosts import claude_code
 from ..inputs import parse_json, validation_problems
-from ..limits import CAPTURE_SECONDS, DEFAULT_LIST_LIMIT, MAX_TRANSCRIPT_LINE_BYTES
+from ..limits import (
+    CAPTURE_SECONDS,
+    DEFAULT_LIST_LIMIT,
+    MAX_TRANSCRIPT_LINE_BYTES,
+    VECTOR_WAIT_SECONDS,
+)
 from ..memory import Memory, Scope
 from ..memory import open as open_memory
 from ..models import (
@@ -637,6 +642,19 @@ async def opened(args: argparse.Namespace) -> AsyncIterator[tuple[Memory, Scope]
         yield memory, memory.scope()
 
 
+async def wait_for_vectors(memory: Memory, seconds: float = VECTOR_WAIT_SECONDS) -> None:
+    """Before a one-shot write exits: wait a bounded time for its vectors (embedded in the
+    background), and say on stderr what is left for the next process that opens the file."""
+    left = await memory.wait_for_vectors(seconds=seconds)
+    if left:
+        print(
+            f"amem: note: {left} of the new memories and events have no vector yet; the next "
+            "process that opens this database with embeddings configured embeds them (or run "
+            "`amem reindex`)",
+            file=sys.stderr,
+        )
+
+
 def show(args: argparse.Namespace, result: Any, text: str) -> None:
     if args.json:
         data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
@@ -686,7 +704,7 @@ async def run_serve(args: argparse.Namespace) -> int:
 
 
 async def run_submit(args: argparse.Namespace) -> int:
-    async with opened(args) as (_, scope):
+    async with opened(args) as (memory, scope):
         r = await scope.submit_event(
             read_text(args.text),
             role=args.role,
@@ -696,6 +714,7 @@ async def run_submit(args: argparse.Namespace) -> int:
             category=args.category,
             occurred_at=args.occurred_at,
         )
+        await wait_for_vectors(memory)
     show(
         args,
         r,
@@ -737,10 +756,11 @@ async def run_read(args: argparse.Namespace) -> int:
 
 
 async def run_correct(args: argparse.Namespace) -> int:
-    async with opened(args) as (_, scope):
+    async with opened(args) as (memory, scope):
         done = await scope.correct(
             args.memory_id, read_text(args.text), valid_at=args.valid_at, reason=args.reason
         )
+        await wait_for_vectors(memory)
     show(
         args,
         done,
@@ -924,10 +944,11 @@ async def run_host_ingest(args: argparse.Namespace) -> int:
         checkpoint = {"session": args.session, "goal": args.goal, "next_action": args.next_action}
     elif args.session or args.next_action:
         raise InvalidInput("--session and --next-action only go with --goal (a checkpoint)")
-    async with opened(args) as (_, scope):
+    async with opened(args) as (memory, scope):
         result = await scope.capture_transcript(
             args.instance, entries, checkpoint=checkpoint, progress=progress("host-ingest")
         )
+        await wait_for_vectors(memory)
     show(
         args,
         result,
@@ -1086,7 +1107,9 @@ def add_claude_code_commands(command: Callable[..., argparse.ArgumentParser]) ->
             "to stderr. Exits 0 on success and 1 on any error, never 2 (which Claude Code "
             "reads as 'block compaction' or 'do not stop'). A long transcript is captured "
             "for --time-limit seconds at most; what was captured stays and the next run goes "
-            "on from the cursor."
+            "on from the cursor. With embeddings configured, what the time limit leaves "
+            f"(at most {VECTOR_WAIT_SECONDS:g} s) is spent waiting for the new vectors; "
+            "those still missing are embedded by the next process that opens the file."
         ),
     )
     hook.add_argument(
@@ -1117,9 +1140,12 @@ def add_claude_code_commands(command: Callable[..., argparse.ArgumentParser]) ->
 async def run_claude_code_hook(args: argparse.Namespace) -> int:
     # stdout is Claude Code's (it parses JSON there): this command writes only to stderr
     hook = await anyio.to_thread.run_sync(claude_code.read_hook_input, sys.stdin.fileno())
+    started = anyio.current_time()
     with closing(await open_transcript(hook.transcript_path, hook.session_id)) as transcript:
-        async with opened(args) as (_, scope):
+        async with opened(args) as (memory, scope):
             done = await claude_code.capture(scope, transcript, time_limit=args.time_limit)
+            left = args.time_limit - (anyio.current_time() - started)  # the wait is in it
+            await wait_for_vectors(memory, min(VECTOR_WAIT_SECONDS, max(left, 0.0)))
     warn_left_out(hook.session_id, done.left_out)
     line = capture_line(hook.session_id, done, args.time_limit)
     print(f"amem: {hook.event or 'hook'}: {line}", file=sys.stderr)
@@ -1133,13 +1159,14 @@ async def run_claude_code_capture(args: argparse.Namespace) -> int:
     for path, session in named:  # all checked before the database opens: a bad one changes nothing
         (await open_transcript(path, session)).close()
     captures = []
-    async with opened(args) as (_, scope):
+    async with opened(args) as (memory, scope):
         for path, session in named:
             with closing(await open_transcript(path, session)) as transcript:
                 report = progress(f"claude-code-capture {session} (bytes)")
                 done = await claude_code.capture(scope, transcript, progress=report)
             warn_left_out(session, done.left_out)
             captures.append((session, done))
+        await wait_for_vectors(memory)
     data = {"captures": [capture_record(done) for _, done in captures]}
     show(args, data, "\n".join(capture_line(session, done, None) for session, done in captures))
     return 0
@@ -1220,8 +1247,9 @@ async def run_consolidate(args: argparse.Namespace) -> int:
 
 
 async def run_compact_working(args: argparse.Namespace) -> int:
-    async with opened(args) as (_, scope):
+    async with opened(args) as (memory, scope):
         done = await scope.compact_working(args.session, keep=args.keep, dry_run=args.dry_run)
+        await wait_for_vectors(memory)
     if not done.folded:
         text = f"nothing to fold: {len(done.kept)} working notes of {done.session} stay"
     elif done.memory is None:

@@ -6,11 +6,15 @@ its own cancel scope with its own deadline. New memories and conversation events
 embedded in the background after their commit, one batch at a time (whatever queued up
 while the previous batch ran, up to ``embed_batch`` texts), so a burst of writes is
 acknowledged at once and embedding catches up behind it; a failed batch only lowers
-coverage, and ``reindex`` backfills. Network calls never happen inside a
+coverage. What has no vector of the configured model (written by a process that exited
+before embedding it, imported, or stored before this model) is embedded by the next
+process that opens the file: ``_backfill`` starts ``BACKFILL_AFTER`` seconds after open and
+embeds it newest first, a batch at a time. Network calls never happen inside a
 transaction: the pipeline reads what it needs, awaits the model, then hands the result to
 the writer actor. Closing the ``Memory`` cancels in-flight calls; their events stay
 ``pending`` and ``retry`` (or resubmitting them) resumes them. There is no daemon: work
-left when the process exits waits for the next ``retry``.
+left when the process exits waits for the next ``retry`` (extraction) or the next open
+(embedding).
 """
 
 from __future__ import annotations
@@ -43,6 +47,16 @@ ScopeKey = tuple[str, str]
 """``(persona, project)``."""
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work runs."""
+BACKFILL_AFTER = 1.0
+"""Seconds after open before the backfill starts: a process's first requests go first, and
+a one-shot command done by then sends no embedding request it would abandon at exit."""
+BACKFILL_SCAN = 2_000
+"""Rows one backfill look reads (a few milliseconds on a reader): a file of millions of
+rows, all embedded, is walked in short reads, never one long one."""
+ENDPOINT_REFUSES = (
+    "embedding what had no vector stopped (the endpoint fails or refuses); the next open, "
+    "or `amem reindex`, goes on"
+)
 
 
 class Pipeline:
@@ -56,12 +70,22 @@ class Pipeline:
         self._send, self._receive = anyio.create_memory_object_stream[str](math.inf)
         self._to_embed, self._embed_queue = anyio.create_memory_object_stream[Key](math.inf)
         self._scope = anyio.CancelScope()
+        self._waiting: set[Key] = set()
+        """Memories and events queued by ``embed_later`` whose batch has not run yet (the
+        backfill leaves them to it)."""
+        self._missed = 0
+        """Those whose batch failed: the next process that opens the file embeds them."""
+        self._caught_up = anyio.Event()
+        """Set while nothing is ``_waiting``."""
+        self._caught_up.set()
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Extract and embed queued work until ``close``."""
         with self._scope, self._send, self._receive, self._to_embed, self._embed_queue:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._embed_queued)
+                if self._settings.embed_fingerprint is not None and self._settings.embed_backfill:
+                    tg.start_soon(self._backfill)
                 task_status.started()
                 async for event_id in self._receive:
                     tg.start_soon(self._extract_queued, event_id)
@@ -81,8 +105,22 @@ class Pipeline:
         """Embed these memories and events in the background, after their commit."""
         if self._settings.embed_fingerprint is not None:
             for key in keys:
-                with suppress(anyio.ClosedResourceError):  # closing: reindex backfills
+                if key in self._waiting:
+                    continue
+                with suppress(anyio.ClosedResourceError):  # closing: the next open embeds it
                     self._to_embed.send_nowait(key)
+                    self._waiting.add(key)
+                    if self._caught_up.is_set():
+                        self._caught_up = anyio.Event()
+
+    async def settle(self, seconds: float) -> int:
+        """Wait up to ``seconds`` for the batches of everything ``embed_later`` queued;
+        returns how many of those memories and events are still without a vector (their
+        batch failed, or is still to come)."""
+        with anyio.move_on_after(seconds):
+            while self._waiting:
+                await self._caught_up.wait()
+        return len(self._waiting) + self._missed
 
     async def _embed_queued(self) -> None:
         """One batch at a time: the first queued item and whatever else is waiting."""
@@ -91,25 +129,75 @@ class Pipeline:
             with suppress(anyio.WouldBlock):
                 while len(batch) < self._settings.embed_batch:
                     batch.append(self._embed_queue.receive_nowait())
+            missed = len(batch)
             try:
-                await self._embed_in_halves(batch)
+                missed = await self._embed_in_halves(batch)
+            except UpstreamError as exc:
+                log.warning(
+                    "embedding %d new items failed (%s); the next process that opens the "
+                    "file embeds them",
+                    len(batch),
+                    exc,
+                )
             except Exception:  # one batch's bug must not stop the others
                 log.exception("embedding queued items failed unexpectedly")
+            self._missed += missed
+            self._waiting.difference_update(batch)
+            if not self._waiting:
+                self._caught_up.set()
 
-    async def _embed_in_halves(self, batch: list[Key]) -> None:
-        """A refused batch may hold one text the endpoint cannot take (too long, say), from
+    async def _embed_in_halves(self, batch: list[Key]) -> int:
+        """Embed ``batch``; returns how many of it the endpoint refused to take.
+
+        A refused batch may hold one text the endpoint cannot take (too long, say), from
         any scope: each half is then tried on its own, so that text costs only itself. At
         most ``2n - 1`` requests, each answered at once; a timeout, a lost connection or a
-        refused key fails the whole batch without more requests."""
+        refused key raises ``UpstreamError`` without more requests."""
         try:
             await self.embed_now(batch)
-        except UpstreamError as exc:
-            if not (isinstance(exc, Refused) and exc.by_input and len(batch) > 1):
-                log.warning("embedding %d new items failed (%s); run reindex", len(batch), exc)
-                return
+        except Refused as exc:
+            if not exc.by_input:
+                raise
+            if len(batch) == 1:
+                log.warning("the endpoint refused to embed one item (%s)", exc)
+                return 1
             half = len(batch) // 2
-            await self._embed_in_halves(batch[:half])
-            await self._embed_in_halves(batch[half:])
+            return await self._embed_in_halves(batch[:half]) + await self._embed_in_halves(
+                batch[half:]
+            )
+        return 0
+
+    async def _backfill(self) -> None:
+        """Embed every current memory and indexed event of the file that has no vector of
+        the configured model, newest first, ``embed_batch`` at a time, each batch read,
+        embedded and stored like a queued one (outside any transaction). Another process
+        backfilling the same file at once may embed the same rows (each vector is stored
+        once: the table's key is the fingerprint, the row and the chunk). An endpoint
+        that fails, or refuses every text of a batch, stops it until the next open."""
+        fingerprint = self._settings.embed_fingerprint
+        assert fingerprint is not None
+        await anyio.sleep(BACKFILL_AFTER)
+        try:
+            for kind in ("memory", "event"):
+                before: int | None = vectors.NEWEST
+                while before is not None:
+                    keys, before = await self._db.read(
+                        vectors.unembedded,
+                        fingerprint=fingerprint,
+                        kind=kind,
+                        before=before,
+                        scan=BACKFILL_SCAN,
+                    )
+                    keys = [key for key in keys if key not in self._waiting]  # queued: not twice
+                    for start in range(0, len(keys), self._settings.embed_batch):
+                        batch = keys[start : start + self._settings.embed_batch]
+                        if await self._embed_in_halves(batch) == len(batch):
+                            log.warning(ENDPOINT_REFUSES)  # down, not refusing one text
+                            return
+        except UpstreamError as exc:
+            log.warning("%s (%s)", ENDPOINT_REFUSES, exc)
+        except Exception:  # a bug here must not stop the Memory
+            log.exception("embedding what had no vector failed unexpectedly")
 
     async def embed_now(self, keys: Sequence[Key]) -> int:
         """Embed and store these memories and events (those still current); returns how

@@ -26,7 +26,7 @@ from contextlib import closing
 from ..config import Settings
 from ..db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
 from ..models import DoctorCheck, DoctorReport
-from ..search import index
+from ..search import index, vectors
 from ..search.text import segment_all
 from ..store import capacity
 from . import archive
@@ -71,10 +71,6 @@ FAILED_SHOWN = 5
 FAILED_EVENTS = f"""
 select persona, project, id, error from events where status = 'failed'
 order by seq limit {FAILED_SHOWN}
-"""
-EMBEDDED = """
-select count(distinct v.ref) from vectors v join memories m on m.id = v.ref
-where v.doc_kind = 'memory' and m.revoked_at is null and v.fingerprint = ?
 """
 STAGED = "select count(*) from vectors where fingerprint like 'staging:%'"
 REBUILD_HINT = "run `amem doctor --rebuild-index` (rebuilds the search index from the data)"
@@ -328,19 +324,36 @@ def vector_checks(conn: sqlite3.Connection, settings: Settings) -> list[DoctorCh
             )
         )
     if settings.embed_fingerprint is not None:
-        current = conn.execute("select count(*) from memories where revoked_at is null")
-        total = current.fetchone()[0]
-        embedded = conn.execute(EMBEDDED, (settings.embed_fingerprint,)).fetchone()[0]
-        checks.append(
-            DoctorCheck(
-                name="vector coverage",
-                ok=embedded >= total,
-                severity="warning",
-                detail=f"{embedded} of {total} memories have a vector of the configured model",
-                fix=None if embedded >= total else "`amem reindex`",
-            )
-        )
+        checks.append(coverage_check(conn, settings.embed_fingerprint))
     return checks
+
+
+def coverage_check(conn: sqlite3.Connection, fingerprint: str) -> DoctorCheck:
+    """A warning when current memories or indexed events have no vector of the configured
+    model, with the scopes that hold the most of them."""
+    total = conn.execute(COUNT_SOURCES).fetchone()[0]
+    scopes = vectors.unembedded_by_scope(conn, fingerprint)
+    missing = sum(count for _, _, count in scopes)
+    detail = (
+        f"{total - missing} of {total} memories and events have a vector of the configured model"
+    )
+    if missing:
+        shown = "; ".join(f"{persona}/{project} {count}" for persona, project, count in scopes[:5])
+        more = f" (and {len(scopes) - 5} more scopes)" if len(scopes) > 5 else ""
+        detail += f"; {missing} have none: {shown}{more}"
+    return DoctorCheck(
+        name="vector coverage",
+        ok=not missing,
+        severity="warning",
+        detail=detail,
+        fix=(
+            "the next process that opens the file with embeddings configured (`amem serve`, "
+            "`amem.open`, any amem command) embeds them in the background; "
+            "`amem reindex --persona P --project Q` embeds a scope now"
+            if missing
+            else None
+        ),
+    )
 
 
 def index_sources(conn: sqlite3.Connection) -> list[index.Document]:

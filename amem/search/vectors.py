@@ -147,6 +147,50 @@ def to_embed(conn: sqlite3.Connection, persona: str, project: str) -> list[tuple
     return [(str(k), str(r), str(t)) for k, r, t in conn.execute(SELECT_ALL, params)]
 
 
+UNEMBEDDED = """not exists (select 1 from vectors v
+    where v.fingerprint = :fingerprint and v.doc_kind = '{kind}' and v.ref = {alias}.id)"""
+"""For a memory ``m`` or event ``e``: it has no vector of ``:fingerprint``."""
+UNEMBEDDED_MEMORY = UNEMBEDDED.format(kind="memory", alias="m")
+UNEMBEDDED_EVENT = UNEMBEDDED.format(kind="event", alias="e")
+NEWEST_UNEMBEDDED = {
+    "memory": f"""select m.num, m.id, {UNEMBEDDED_MEMORY} from memories m
+        where m.num < :before and m.revoked_at is null order by m.num desc limit :scan""",
+    "event": f"""select e.seq, e.id, {UNEMBEDDED_EVENT} from events e
+        where e.seq < :before and {INDEXED_EVENT} order by e.seq desc limit :scan""",
+}
+NEWEST = 2**63 - 1
+"""``before`` for ``unembedded``'s first look: above every row number."""
+
+
+def unembedded(
+    conn: sqlite3.Connection, fingerprint: str, kind: str, before: int, scan: int
+) -> tuple[list[Key], int | None]:
+    """Of the ``scan`` newest current memories (or indexed events, by ``kind``) numbered
+    below ``before``, those without a vector of ``fingerprint``, newest first; and the
+    ``before`` of the next look (None when no older ones are left). Each look reads at
+    most ``scan`` rows, however large the file."""
+    params = {"fingerprint": fingerprint, "before": before, "scan": scan}
+    rows = conn.execute(NEWEST_UNEMBEDDED[kind], params).fetchall()
+    keys = [(kind, str(ref)) for _, ref, missing in rows if missing]
+    return keys, (int(rows[-1][0]) if len(rows) == scan else None)
+
+
+UNEMBEDDED_BY_SCOPE = f"""
+select persona, project, count(*) from (
+    select m.persona, m.project from memories m where m.revoked_at is null and {UNEMBEDDED_MEMORY}
+    union all
+    select e.persona, e.project from events e where {INDEXED_EVENT} and {UNEMBEDDED_EVENT}
+) group by persona, project order by count(*) desc, persona, project
+"""
+
+
+def unembedded_by_scope(conn: sqlite3.Connection, fingerprint: str) -> list[tuple[str, str, int]]:
+    """``(persona, project, count)`` of every scope with current memories or indexed
+    events that have no vector of ``fingerprint``, the most first."""
+    rows = conn.execute(UNEMBEDDED_BY_SCOPE, {"fingerprint": fingerprint}).fetchall()
+    return [(str(persona), str(project), int(count)) for persona, project, count in rows]
+
+
 SELECT_STAGED_REFS = "select distinct doc_kind, ref from vectors where fingerprint = ?"
 DELETE_OTHER_SPACES = """
 delete from vectors where persona = ? and project = ? and fingerprint != ? and fingerprint != ?
