@@ -1092,8 +1092,8 @@ def add_nearest(
     if nearest.embedded < COVERED * documents:
         warnings.append(
             f"vectors cover about {min(nearest.embedded / documents, 1):.0%} of this scope's "
-            "memories and events; the rest is found by its words only (new writes are "
-            "embedded in the background; `amem reindex` backfills the rest)"
+            "memories and events; the rest is found by its words only (the next process "
+            "to open the file embeds what is missing; `amem reindex` embeds it now)"
         )
     if q.scan is not None and nearest.embedded > q.scan:
         warnings.append(
