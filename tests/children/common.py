@@ -11,6 +11,8 @@ Child protocol (stdout, one line each, flushed at once):
   (an empty stdin makes it exit without touching the database);
 - ``ack ID SEQ DUP``: ``submit_event`` for ID returned, with receipt seq and duplicate flag;
 - ``error CODE MESSAGE``: an exception raised by ``submit_event`` (counted, then carried on);
+- ``mark NAME ARGS...``: the child reached a named point (``Child.marked`` waits for it),
+  e.g. a batch of a reindex stored;
 - ``summary JSON``: the last line of a child that runs to completion.
 
 The parent side (``spawner``, ``Child``) starts children with ``sys.executable``, parses that
@@ -49,6 +51,11 @@ def payload(event_id: str) -> str:
     else:
         unit = f"payload of {event_id} "
     return unit * repeat
+
+
+def brief(event_id: str) -> str:
+    """A short text for ``event_id``: one embedding chunk, so one request per batch."""
+    return f"{event_id}：我住在杭州，喜欢喝龙井茶。"
 
 
 def role(event_id: str) -> str:
@@ -96,6 +103,10 @@ class Child:
         """Set at the first ``ack`` line, or when stdout closes without one."""
         self.eof = anyio.Event()
         self.acks: list[tuple[str, int, bool]] = []
+        self.marks: list[list[str]] = []
+        """``[NAME, ARGS...]`` of every ``mark`` line, in order."""
+        self._news = anyio.Event()
+        """Set (and replaced) at every ``mark`` line, and when stdout closes."""
         self.errors: list[str] = []
         self.summary: dict[str, Any] | None = None
         self.unexpected: list[str] = []
@@ -106,8 +117,23 @@ class Child:
     async def go(self) -> None:
         """Wait until the child has imported everything, then let it open the database."""
         await self.ready.wait()
+        await self.send("go")
+
+    async def send(self, line: str) -> None:
+        """One line to the child's stdin."""
         assert self.process.stdin is not None
-        await self.process.stdin.send(b"go\n")
+        await self.process.stdin.send(f"{line}\n".encode())
+
+    async def marked(self, name: str, times: int = 1) -> list[str] | None:
+        """Wait for the ``times``-th ``mark NAME`` line and return its arguments; None if
+        stdout closed before it."""
+        while True:
+            found = [args for mark, *args in self.marks if mark == name]
+            if len(found) >= times:
+                return found[times - 1]
+            if self.eof.is_set():
+                return None
+            await self._news.wait()
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no atexit, no flush; exactly a crash."""
@@ -143,6 +169,7 @@ class Child:
         finally:
             self.acked_or_gone.set()
             self.eof.set()
+            self._news.set()
 
     def _take(self, line: str) -> None:
         kind, _, rest = line.partition(" ")
@@ -152,6 +179,10 @@ class Child:
             self.acked_or_gone.set()
         elif kind == "error":
             self.errors.append(rest)
+        elif kind == "mark":
+            self.marks.append(rest.split(" "))
+            self._news.set()
+            self._news = anyio.Event()
         elif kind == "summary":
             self.summary = json.loads(rest)
         elif kind == "ready":
