@@ -100,7 +100,10 @@ def unit(rows: np.ndarray) -> np.ndarray:
 
 
 def settings() -> amem.Settings:
-    return amem.Settings(embed_base_url=URL, embed_model=MODEL, embed_min_similarity=0.0)
+    # the file holds vectors of its memories only: no backfill of its events while timed
+    return amem.Settings(
+        embed_base_url=URL, embed_model=MODEL, embed_min_similarity=0.0, embed_backfill=False
+    )
 
 
 def load_all(path: Path) -> tuple[np.ndarray, list[str], dict[str, str]]:

@@ -278,11 +278,11 @@ async def test_recall_fills_its_limit_after_eighty_copies_of_one_text(
     """Eighty copies of one text crowded out every other candidate, which then merged
     into one item (``occurrences`` 50): recall gathers more candidates until ``limit``
     distinct texts come back, each counted exactly."""
-    for n in range(80):
-        await scope.submit_event("trains again", role="user", event_id=f"copy-{n}", occurred_at=NOW)
     for n in range(10):
         text = f"the trains were late on the line to the old harbour, day {n}"
         await scope.submit_event(text, role="user", event_id=f"other-{n}", occurred_at=NOW)
+    for n in range(80):  # the newest: they take every place among the first candidates
+        await scope.submit_event("trains again", role="user", event_id=f"copy-{n}", occurred_at=NOW)
 
     items = (await scope.recall("trains", as_of=AS_OF, limit=5)).items
 

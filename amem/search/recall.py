@@ -361,18 +361,15 @@ def recall_memories(
     queries, if any).
 
     Candidates showing the same text are one item, so copies of one text can crowd out
-    the rest of the ``RANKED`` candidates, and copies past them go uncounted: when the
-    candidates were cut short and fewer than ``limit`` distinct texts came back, or one
-    that did came in copies, they are gathered again, four times as many, up to
-    ``MAX_DEPTH``."""
+    the rest of the ``RANKED`` candidates: when the candidates were cut short and fewer
+    than ``limit`` distinct texts came back, they are gathered again, four times as many,
+    up to ``MAX_DEPTH``. An item's ``occurrences`` counts the copies among them."""
     known = counts.for_snapshot(conn) if counts is not None else None
     depth = RANKED
     while True:
         scored, warnings, hybrid = ranked_candidates(conn, replace(q, depth=depth), matrices, known)
         merged = merge_identical(scored, q)
-        if len(scored) < depth or depth >= MAX_DEPTH:
-            break
-        if len(merged) >= q.limit and not any(copies for _, copies in merged[: q.limit]):
+        if len(merged) >= q.limit or len(scored) < depth or depth >= MAX_DEPTH:
             break
         depth *= 4
     items = [recall_item(best, q, others) for best, others in merged[: q.limit]]
