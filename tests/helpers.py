@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import TypeVar
@@ -49,6 +49,18 @@ def dump(path: Path) -> list[str]:
 def file_bytes(db_path: Path) -> bytes:
     """The database file and its companions (-wal, -shm), as one byte string to scan."""
     return b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
+
+
+def cancel_ticks(every: int = 2000, cap: int = 2_000_000) -> Iterator[int]:
+    """When to cancel an operation, in scheduler ticks: each of the first ``every`` ticks,
+    then 5% more each time. How many ticks an uncancelled write needs depends on the disk
+    (fsync) and the machine's load, not on amem; the growing tail keeps a loaded machine
+    from running out of ticks before the write can finish, without skipping an early one."""
+    yield from range(every)
+    ticks = every
+    while ticks < cap:
+        ticks = int(ticks * 1.05)
+        yield ticks
 
 
 async def cancelled_after(ticks: int, call: Callable[[], Awaitable[T]]) -> list[T]:

@@ -32,7 +32,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
-from helpers import dump
+from helpers import cancel_ticks, cancelled_after, dump
 
 import amem
 from amem.testing import FakeOpenAI, database
@@ -319,8 +319,6 @@ async def test_kill_9_during_extraction_leaves_events_pending_or_fully_derived(
 
 # --- cancellation inside multi-row writes ----------------------------------------------
 
-MAX_TICKS = 2000
-
 
 def counts(db: Path) -> dict[str, int]:
     with closing(sqlite3.connect(db)) as conn:
@@ -370,30 +368,18 @@ PREPARE: dict[str, Callable[[amem.Scope, str], Awaitable[Operation]]] = {
 }
 
 
-async def run_in(cancel_scope: anyio.CancelScope, fn: Callable[[], Awaitable[object]],
-                 done: list[object]) -> None:  # fmt: skip
-    with cancel_scope:
-        done.append(await fn())
-
-
 @pytest.mark.parametrize("operation", list(PREPARE))
 async def test_cancelling_a_multi_row_write_at_every_tick_leaves_before_or_after(
     mem: amem.Memory, db_path: Path, operation: str
 ) -> None:
     s = mem.scope(persona="assistant", project="support")
     outcomes: Counter[str] = Counter()
-    for ticks in range(MAX_TICKS):
+    for ticks in cancel_ticks():
         key = f"{operation[:3]}-{ticks}"
         op = await PREPARE[operation](s, key)
         await s.submit_event("barrier", role="system", event_id=f"pre-{key}", category="reference")
         before = counts(db_path)
-        done: list[object] = []
-        cancel_scope = anyio.CancelScope()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run_in, cancel_scope, partial(op, s, key), done)
-            for _ in range(ticks):
-                await anyio.lowlevel.checkpoint()
-            cancel_scope.cancel()
+        done = await cancelled_after(ticks, partial(op, s, key))
         await s.submit_event("barrier", role="system", event_id=f"post-{key}", category="reference")
         after = counts(db_path)
         after["events"] -= 1  # the second barrier
@@ -408,7 +394,7 @@ async def test_cancelling_a_multi_row_write_at_every_tick_leaves_before_or_after
             break
         outcomes["withdrawn" if delta == nothing else "committed although cancelled"] += 1
     else:
-        pytest.fail(f"no {operation} completed within {MAX_TICKS} ticks: {outcomes}")
+        pytest.fail(f"no {operation} completed before the last tick: {outcomes}")
     assert outcomes["withdrawn"] + outcomes["committed although cancelled"] >= 1, outcomes
     assert (await mem.doctor()).ok
 
