@@ -1,7 +1,5 @@
 """amem: long-term memory for LLM agents, on SQLite, awaited in-loop (asyncio or trio)."""
 
-__version__ = "0.1.0"
-
 from .agent import AgentSession
 from .config import Settings
 from .errors import (
@@ -53,6 +51,7 @@ from .models import (
     TurnEnd,
 )
 from .tokens import TokenCounter, estimate_tokens
+from .version import __version__ as __version__
 
 __all__ = [
     "AgentSession",

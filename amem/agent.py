@@ -110,7 +110,7 @@ class AgentSession:
         ``inputSchema``, ``annotations``), less any ``persona`` or ``project`` argument
         (``persona_get`` shows ``persona``): this session's scope is fixed. Register them
         with a model's tools."""
-        from .server import tools  # the MCP SDK loads only when tools are asked for
+        from .tools import table as tools
 
         schemas = [tools.tool_schema(tool) for tool in tools.TOOLS.values()]
         for schema in schemas:
@@ -123,7 +123,7 @@ class AgentSession:
         would, and return its result decoded from the JSON the server would answer (as
         bounded). A refusal raises the ``AmemError`` with its code; an unknown tool or a
         ``persona``/``project`` other than this session's raises ``InvalidInput``."""
-        from .server import tools  # the MCP SDK loads only when a tool is used
+        from .tools import table as tools
 
         tool = tools.TOOLS.get(name) if isinstance(name, str) else None
         if tool is None:

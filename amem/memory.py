@@ -70,9 +70,8 @@ from .limits import (
     MAX_WAIT_SECONDS,
     VECTOR_WAIT_SECONDS,
 )
-from .llm import embeddings, extraction, local
+from .llm import embeddings, local
 from .llm.embeddings import Vector
-from .llm.pipeline import Pipeline, Progress
 from .models import (
     LIST_TARGETS,
     MEMORY_KINDS,
@@ -107,9 +106,10 @@ from .models import (
     TombstoneImport,
 )
 from .ops import doctor, files, transfer
+from .pipeline import Pipeline, Progress
 from .reads import Read, Reads
+from .recall import RecallQuery, TermCounts, recall_memories
 from .search import index
-from .search.recall import RecallQuery, TermCounts, recall_memories
 from .search.text import segment_off_loop, warm_up
 from .search.vectors import Matrices
 from .store import (
@@ -121,6 +121,7 @@ from .store import (
     emotions,
     erasure,
     events,
+    extraction,
     facts,
     listing,
     packs,

@@ -32,7 +32,8 @@ import anyio
 
 import amem
 from amem.server import session
-from amem.server.tools import INSTRUCTIONS, TOOLS, Served, call, tool_schema
+from amem.server.serve import call
+from amem.tools.table import INSTRUCTIONS, TOOLS, Served, tool_schema
 
 EVENTS: list[tuple[str, str, list[tuple[str, str, str]]]] = [
     # (role, text, [(memory text, quote, kind)])

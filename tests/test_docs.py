@@ -13,7 +13,7 @@ import pytest
 
 import amem
 from amem.cli.commands import build_parser
-from amem.server.tools import TOOLS
+from amem.tools.table import TOOLS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -25,7 +25,7 @@ import pytest
 import amem
 from amem.db.times import db_now
 from amem.llm.client import MAX_RESPONSE_BYTES
-from amem.llm.extraction import complete_extraction
+from amem.store.extraction import complete_extraction
 from amem.testing import FakeOpenAI, database
 
 pytestmark = pytest.mark.anyio

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import amem
-from amem.search.recall import (
+from amem.recall import (
     PER_TERM,
     PRIOR_WEIGHTS,
     SCORED_CHARS,

@@ -22,7 +22,6 @@ from urllib.parse import urlencode
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from .. import __version__
 from ..config import Settings
 from ..errors import AmemError, InvalidInput
 from ..hosts import claude_code
@@ -43,6 +42,7 @@ from ..models import (
     Erasure,
 )
 from ..ops.files import os_failure
+from ..version import __version__
 from .demo import SAMPLE_PERSONA, SAMPLE_PROJECT, demo
 from .options import cli_time, database_path, only_reads, require_database
 from .show import capacity_lines, listing_lines, recall_line, scope_lines, status_lines
@@ -695,11 +695,11 @@ def read_text(value: str | None, file: Path | None = None) -> str:
 
 
 async def run_serve(args: argparse.Namespace) -> int:
-    from ..server import tools  # the MCP SDK is only imported by the server
+    from ..server import serve  # the MCP SDK is only imported by the server
 
-    tools.configure_logging(getattr(__import__("logging"), args.log_level))
+    serve.configure_logging(getattr(__import__("logging"), args.log_level))
     settings = settings_for(args)
-    await tools.serve(database_path(args, settings), settings)
+    await serve.serve(database_path(args, settings), settings)
     return 0
 
 

@@ -67,9 +67,9 @@ from ..limits import (
     MAX_TRANSCRIPT_LINE_BYTES,
     has_hidden_characters,
 )
-from ..llm.pipeline import Progress
 from ..memory import Scope
 from ..models import CaptureResult
+from ..pipeline import Progress
 from ..store.capture import combined
 
 SOURCE = "claude-code"

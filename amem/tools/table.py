@@ -1,16 +1,14 @@
-"""The MCP stdio server: thin tools over ``Scope``, for hosts whose model calls them.
+"""amem's tools: thin calls over ``Scope`` for a host's model, declared once and served
+two ways: by ``amem serve`` over MCP (``server.serve``) and in process by
+``amem.AgentSession``. Nothing here speaks the protocol or imports its SDK.
 
-One ``Memory`` per server process, owned by the server's lifespan. Every tool takes
-optional ``persona`` and ``project`` (defaults: ``amem serve --persona --project``), which
-``tools/list`` leaves out and ``INSTRUCTIONS`` explain once, and answers compact JSON. Bad
-input and refused requests are MCP tool errors whose text is ``"<code>: <message>"``, with
-the stable ``code`` of ``amem.AmemError``; a bad argument is named, its value never shown
-(a tool amem does not have is a JSON-RPC error, which the session answers). What the
-model reads is kept lean (``lean``): a description says what a tool does and when to use
-it, and the flags a model must read right; the rest is in docs/mcp-tools.md.
-stdout is the JSON-RPC wire and nothing else: ``serve`` points file descriptor 1 at
-stderr before anything can print, and gives the MCP transport a private copy of the real
-stdout.
+Every tool takes optional ``persona`` and ``project`` (defaults: ``amem serve --persona
+--project``), which ``tools/list`` leaves out and ``INSTRUCTIONS`` explain once, and
+answers compact JSON (``encode``). Bad input and refused requests raise ``AmemError``,
+answered as tool errors whose text is ``"<code>: <message>"``; a bad argument is named,
+its value never shown. What the model reads is kept lean (``lean``): a description says
+what a tool does and when to use it, and the flags a model must read right; the rest is in
+docs/mcp-tools.md.
 
 Each tool is declared once, by ``@tool`` on its handler: the handler's name is the tool's,
 its docstring the description the model reads, the annotation of its ``args`` the argument
@@ -21,22 +19,14 @@ SDK: its schema errors quote the input.
 from __future__ import annotations
 
 import json
-import logging
-import os
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
-from typing import Any, BinaryIO, ClassVar, TypeVar, get_type_hints
+from typing import Any, ClassVar, TypeVar, get_type_hints
 
 import anyio
-from mcp import types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .. import __version__
-from ..config import Settings
-from ..errors import AmemError, InvalidInput
+from ..errors import InvalidInput
 from ..inputs import refused
 from ..limits import (
     MAX_EXCLUDED_EVENTS,
@@ -49,7 +39,6 @@ from ..limits import (
     MCP_MAX_RESULT_CHARS,
 )
 from ..memory import Memory, Scope
-from ..memory import open as open_memory
 from ..models import (
     DRAFT_FIELDS,
     ListTarget,
@@ -62,13 +51,7 @@ from ..models import (
 )
 from ..store import capacity
 from ..store.packs import DEFAULT_BUDGET
-from . import session
 from .lean import lean_schema, recall_answer
-from .logs import StderrHandler
-from .session import ServerInfo
-
-log = logging.getLogger("amem")
-
 
 INSTRUCTIONS = """\
 amem is this conversation's long-term memory. Submit what was said with event_submit \
@@ -441,35 +424,27 @@ async def memory_compact_working(served: Served, args: MemoryCompactWorking) -> 
 
 
 def tool_schema(tool: Tool) -> dict[str, Any]:
-    """The tool's ``tools/list`` entry."""
+    """The tool's ``tools/list`` entry (MCP's ``Tool``, as JSON)."""
     hidden = Args.model_fields.keys() - set(tool.args.shown)
-    schema = types.Tool(
-        name=tool.name,
-        description=tool.description,
-        inputSchema=lean_schema(tool.args.model_json_schema(), hidden=hidden),
-        # Only hints that differ from the protocol's defaults (read-write, not idempotent,
-        # open world: the cautious reading), and none it ignores for a read-only tool;
-        # whether a write destroys is always said.
-        annotations=types.ToolAnnotations(
-            readOnlyHint=tool.read_only or None,
-            destructiveHint=None if tool.read_only else tool.destructive,
-            idempotentHint=(tool.idempotent and not tool.read_only) or None,
-        ),
-    )
-    return schema.model_dump(by_alias=True, mode="json", exclude_none=True)
+    # Only hints that differ from the protocol's defaults (read-write, not idempotent,
+    # open world: the cautious reading), and none it ignores for a read-only tool;
+    # whether a write destroys is always said.
+    hints = {
+        "readOnlyHint": tool.read_only or None,
+        "destructiveHint": None if tool.read_only else tool.destructive,
+        "idempotentHint": (tool.idempotent and not tool.read_only) or None,
+    }
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": lean_schema(tool.args.model_json_schema(), hidden=hidden),
+        "annotations": {name: hint for name, hint in hints.items() if hint is not None},
+    }
 
 
 def with_new_scope(result: BaseModel, new: bool) -> Any:
     """A write's result, with ``new_scope: true`` when ``Served.is_new`` said so."""
     return jsonable(result) | {"new_scope": True} if new else result
-
-
-def tool_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "isError": is_error}
-
-
-def tool_error(error: AmemError) -> dict[str, Any]:
-    return tool_result(f"{error.code}: {error.message}", is_error=True)
 
 
 def encode(result: Any) -> str:
@@ -545,16 +520,6 @@ async def run(served: Served, tool: Tool, arguments: Mapping[str, Any] | None) -
     return await tool.run(served, args)
 
 
-async def call(served: Served, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-    """One call of the tool ``name`` (the session answers unknown names itself), answered
-    as a ``CallToolResult`` in JSON."""
-    try:
-        result = await run(served, TOOLS[name], arguments)
-    except AmemError as error:
-        return tool_error(error)
-    return tool_result(encode(result))
-
-
 def bad_arguments(tool: Tool, exc: ValidationError) -> InvalidInput:
     """``invalid_input`` naming each bad argument (its path) and why, never its value. An
     unknown argument is named too, when it is a plain name, then the arguments the tool
@@ -567,37 +532,3 @@ def bad_arguments(tool: Tool, exc: ValidationError) -> InvalidInput:
         takes = ", ".join([*own, *Args.model_fields])
         return InvalidInput(f"{error.message}; {tool.name} takes: {takes}", code=error.code)
     return error
-
-
-async def serve(path: Path, settings: Settings) -> None:
-    """Speak MCP on stdin/stdout until stdin closes; stdout carries JSON-RPC only."""
-    wire = protect_stdout()
-    async with open_memory(path, settings=settings) as memory:
-        served = Served(memory, settings.default_persona, settings.default_project)
-        tools = [tool_schema(tool) for tool in TOOLS.values()]
-        server = ServerInfo(
-            "amem", __version__, INSTRUCTIONS, tools, partial(call, served), memory.stop_reads
-        )
-        await session.serve(server, sys.stdin.fileno(), wire.fileno())
-
-
-def protect_stdout() -> BinaryIO:
-    """Keep a private handle on the real stdout for the wire, and send fd 1 to stderr, so
-    a stray print from any library (or C code) can never corrupt the JSON-RPC stream."""
-    sys.stdout.flush()
-    wire = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return wire
-
-
-def configure_logging(level: int = logging.WARNING) -> None:
-    """Bounded logs on stderr: warnings and errors, each message cut at 2,000 characters,
-    written so that a host that never reads stderr cannot block the server."""
-    handler = StderrHandler()
-    handler.setFormatter(logging.Formatter("amem %(levelname)s %(name)s: %(message).2000s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "mcp", "jieba"):
-        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

@@ -30,16 +30,18 @@ import anyio
 import anyio.abc
 import httpx
 
-from ..config import Settings
-from ..db.database import Database
-from ..db.times import db_now
-from ..errors import AmemError, UpstreamError
-from ..search import text, vectors
-from ..search.index import INDEXED_EVENT
-from ..search.vectors import Embedded, Key
-from . import embeddings, extraction
-from .client import Refused
-from .extraction import Outcome
+from .config import Settings
+from .db.database import Database
+from .db.times import db_now
+from .errors import AmemError, UpstreamError
+from .llm import embeddings
+from .llm.client import Refused
+from .llm.extraction import extract
+from .search import text, vectors
+from .search.index import INDEXED_EVENT
+from .search.vectors import Embedded, Key
+from .store import extraction
+from .store.extraction import Outcome
 
 log = logging.getLogger("amem")
 
@@ -253,7 +255,7 @@ class Pipeline:
             if event is None:
                 return await self._db.read(extraction.current_outcome, event_id=event_id)
             try:
-                drafts = await extraction.extract(self.client, self._settings, event)
+                drafts = await extract(self.client, self._settings, event)
             except UpstreamError as exc:
                 return await self._db.write(
                     extraction.mark_failed, event_id=event_id, error=str(exc)

@@ -81,10 +81,10 @@ import numpy as np
 from ..db.times import db_time, from_db_time
 from ..llm.embeddings import Vector
 from ..models import Basis, MemoryKind, MemoryTier, RecallItem, Role, ScoreComponents
+from ..search.index import average_length, varints
+from ..search.text import clause_tokens, literal, phrase_tokens, scope_token
+from ..search.vectors import Matrices, Nearest, similarities
 from ..store.facts import FADING_KINDS, valid_as_of
-from .index import average_length, varints
-from .text import clause_tokens, literal, phrase_tokens, scope_token
-from .vectors import Matrices, Nearest, similarities
 
 PER_TERM = 200
 """Most recent eligible in-scope documents taken per query token."""

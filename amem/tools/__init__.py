@@ -1,0 +1,1 @@
+"""amem's tools, declared once (``table``) and kept lean for the model (``lean``)."""
