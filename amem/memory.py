@@ -108,7 +108,9 @@ from .models import (
 from .ops import doctor, files, transfer
 from .pipeline import Pipeline, Progress
 from .reads import Read, Reads
-from .recall import RecallQuery, TermCounts, recall_memories
+from .recall import recall_memories
+from .recall.lexical import TermCounts
+from .recall.query import RecallQuery
 from .search import index
 from .search.text import segment_off_loop, warm_up
 from .search.vectors import Matrices

@@ -75,6 +75,28 @@ def test_every_spec_cli_command_exists() -> None:
     assert spec | beyond == set(subcommands(build_parser()))
 
 
+def test_every_recall_tuning_number_is_listed_with_its_value() -> None:
+    """docs/retrieval.md's "Tuning" table names every constant of ``amem.recall.tuning``
+    with the value it has (numbers as ``1,600``; weights as ``name value, ...``)."""
+    from amem.recall import tuning
+
+    doc = (ROOT / "docs" / "retrieval.md").read_text()
+    table = doc.split("## Tuning", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for row in table.splitlines():
+        if row.startswith("| `"):
+            cells = row.split("|")
+            rows[cells[1].strip(" `")] = cells[2].strip()
+    constants = {name: value for name, value in vars(tuning).items() if name.isupper()}
+    assert rows.keys() == constants.keys()
+    for name, value in constants.items():
+        if isinstance(value, dict):
+            shown = ", ".join(f"{key} {weight}" for key, weight in value.items())
+        else:
+            shown = f"{value:,}" if isinstance(value, int) else str(value)
+        assert rows[name] == shown, name
+
+
 def test_every_mcp_tool_is_documented() -> None:
     tools = (ROOT / "docs" / "mcp-tools.md").read_text()
     for tool in TOOLS.values():

@@ -20,16 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import amem
-from amem.recall import (
-    PER_TERM,
-    PRIOR_WEIGHTS,
-    SCORED_CHARS,
-    WEIGHTS,
-    KnownTerms,
-    Term,
-    TermCounts,
-    term_stats,
-)
+from amem.recall.lexical import KnownTerms, Term, TermCounts, term_stats
+from amem.recall.tuning import PER_TERM, PRIOR_WEIGHTS, SCORED_CHARS, WEIGHTS
 from amem.search.text import STOP_WORDS
 
 pytestmark = pytest.mark.anyio

@@ -32,7 +32,7 @@ v8  tiers: ``memories.tier`` (``working``/``episodic``/``profile``; existing row
 v9  ``index_removals``: how many search documents have ever left the index or changed
     (kept by triggers on ``search_docs``). Until one does, a common term's oldest
     postings stay what they were (a new document takes a number past every other), so
-    readers keep their counts between queries (``search.recall.TermCounts``)
+    readers keep their counts between queries (``recall.lexical.TermCounts``)
 
 Each migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
 after taking the write lock, so processes that start at the same time on a new file

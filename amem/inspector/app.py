@@ -37,7 +37,8 @@ from ..db.times import db_time, utc_now
 from ..errors import AmemError, InvalidInput, NotFound
 from ..inputs import parse_time, require_name, require_text
 from ..limits import DEFAULT_READ_CHARS, MAX_QUERY_CHARS, MAX_RECALL_LIMIT
-from ..recall import RecallQuery, recall_memories
+from ..recall import recall_memories
+from ..recall.query import RecallQuery
 from ..store.pages import read_evidence
 from . import html, queries
 from .graph import Graph, neighbourhood

@@ -1,7 +1,7 @@
 """What the inspector reads: plain functions of a read-only connection.
 
 Events and memories are pages of ``store.listing`` (keyset pages on the row number, with
-totals), the text of an event is ``store.pages``, search is ``search.recall`` in ``fast``
+totals), the text of an event is ``store.pages``, search is ``recall`` in ``fast``
 mode: the same functions the Python API runs, here over a read-only snapshot. Only the
 list of scopes and a memory's full row (revoked ones included) have queries of their own.
 """

@@ -39,7 +39,7 @@ DEFAULTS = {"embed_min_similarity": 0.855, "embed_batch": 16}
 """Used unless set. e5 scores even unrelated texts 0.75-0.84: tests/test_embeddings.py
 found 0.855 between the best unrelated match (0.836) and the weakest right answer (0.871)
 on its Chinese and English set; a nearest memory below it is still evidence when it
-stands out of the scope (``search.recall.stands_out``). 16 texts a request embed about as
+stands out of the scope (``recall.nearest.stands_out``). 16 texts a request embed about as
 fast as 64 (bench/embed_speed.py), and 16 long Chinese texts took 13 s on two busy
 cores, 64 took 53 s: past ``embed_timeout`` (30 s)."""
 

@@ -34,7 +34,7 @@ from .events import StoredEvent, load_stored
 
 ARCHIVED_CATEGORIES = frozenset(("reference", "persona"))
 FADING_KINDS = frozenset(("episode", "observation", "emotion"))
-"""Kinds whose old records are shown as a gist (see ``search.recall``)."""
+"""Kinds whose old records are shown as a gist (see ``recall.present``)."""
 KEYED_KINDS = frozenset(("fact", "preference"))
 
 MEMORY_COLUMNS = """

@@ -1,0 +1,244 @@
+"""The candidates of a recall and the evidence each has: the memories and raw events that
+matched, found by whatever kind of evidence, each read once and raised by every match."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
+
+from ..models import Basis, MemoryKind, MemoryTier, Role
+from .query import Eligibility
+from .tuning import RAW_CHARS, SOURCE_EVENT_DISCOUNT
+
+
+class RecalledMemory(NamedTuple):
+    """An eligible memory as ``MEMORY_COLUMNS`` reads it."""
+
+    id: str
+    text: str
+    quote: str
+    kind: MemoryKind
+    basis: Basis
+    confidence: float
+    subject: str | None
+    fact_key: str | None
+    valid_at: str
+    invalid_at: str | None
+    event_id: str
+    occurred_at: str
+    """When its source event happened."""
+    gist: str | None
+    cue_key: str | None
+    role: Role
+    """Who said its source event."""
+    tier: MemoryTier
+    pinned: int
+
+
+class RawEvent(NamedTuple):
+    """A matching conversation event with no derived memory, recalled as itself."""
+
+    id: str
+    text: str
+    """At most ``RAW_CHARS`` of it."""
+    length: int
+    occurred_at: str
+    role: Role
+
+
+MEMORY_COLUMNS = """
+    m.id, m.text, m.quote, m.kind, m.basis, m.confidence, m.subject, m.fact_key,
+    m.valid_at, m.invalid_at, m.event_id, e.occurred_at, m.gist, m.cue_key, e.role, m.tier,
+    m.pinned
+"""
+
+
+SELECT_MEMORIES = f"""
+select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
+where m.id in ({{ids}}) and {{eligible}}
+"""
+SELECT_DERIVED = f"""
+select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
+where m.event_id in ({{ids}}) and {{eligible}}
+"""
+
+
+# Matched events: amended ones are no key to anything; derived ones lead to their
+# memories; the rest are raw fallback if they are conversation that happened by as_of.
+# Events the caller left out (``Eligibility.event_exclusion``) are neither.
+SELECT_EVENTS = """
+select id, status,
+    exists (select 1 from memories m where m.event_id = e.id and m.revoked_at is null),
+    category = 'conversation' and status in ('stored', 'pending', 'failed')
+        and occurred_at <= :as_of,
+    substr(text, 1, :cap), length(text), occurred_at, role
+from events e where id in ({ids}) {exclude}
+"""
+
+
+SELECT_LINKED = """
+select from_id, to_id from relations
+where kind = 'related' and (from_id in ({ids}) or to_id in ({ids}))
+"""
+
+
+class Kind(Enum):
+    """The kinds of evidence a candidate can have, each kept as its strongest match."""
+
+    LEXICAL = "lexical"
+    """Its words (or its source event's) match the query's: BM25, normalised."""
+    SEMANTIC = "semantic"
+    """Its vector (or its source event's) is among the nearest the query's."""
+    LINK = "link"
+    """A ``related`` link from a memory whose words matched: that memory's match."""
+    REPLY = "reply"
+    """It answers one of the best turns (``ranking.add_replies``): a fusion score."""
+
+
+@dataclass(slots=True)
+class Candidate:
+    """What was found for one memory or raw event, before it becomes a ``RecallItem``."""
+
+    row: RecalledMemory | RawEvent
+    lexical: float = 0.0
+    semantic: float = 0.0
+    link: float = 0.0
+    cosine: float | None = None
+    """Its cosine to the query, once known (hybrid recall; None: no vector)."""
+    fusion: float | None = None
+    """Its fused score (hybrid recall only, ``fuse``)."""
+    reply: float = 0.0
+    """The fusion score it has as the reply to one of the best turns (``add_replies``)."""
+    word_rank: float = 0.0
+    """What the lexical list of the fusion ranked it by (``lexical_rank_score``): fusion
+    ties go to the better word match."""
+
+    @property
+    def raw(self) -> bool:
+        return isinstance(self.row, RawEvent)
+
+    def support(self, kind: Kind, value: float) -> None:
+        """Record a match of ``kind``; the strongest of each kind counts."""
+        match kind:
+            case Kind.LEXICAL:
+                self.lexical = max(self.lexical, value)
+            case Kind.SEMANTIC:
+                self.semantic = max(self.semantic, value)
+            case Kind.LINK:
+                self.link = max(self.link, value)
+            case Kind.REPLY:
+                self.reply = max(self.reply, value)
+
+    @property
+    def event_id(self) -> str:
+        """The event it is (raw fallback) or was derived from."""
+        return self.row.id if isinstance(self.row, RawEvent) else self.row.event_id
+
+
+def named(values: Iterable[str], params: dict[str, object]) -> str:
+    """``:v0, :v1, ...`` placeholders for ``values``, added to ``params``."""
+    marks = []
+    for n, value in enumerate(values):
+        params[f"v{n}"] = value
+        marks.append(f":v{n}")
+    return ", ".join(marks)
+
+
+def add_memories(
+    conn: sqlite3.Connection,
+    found: dict[str, Candidate],
+    where: Eligibility,
+    scores: dict[str, float],
+    kind: Kind,
+) -> None:
+    """Record evidence of ``kind`` (by memory ID: its score) for the eligible memories
+    among ``scores``."""
+    new = [memory_id for memory_id in scores if memory_id not in found]
+    if new:
+        query = where.params()
+        sql = SELECT_MEMORIES.format(ids=named(new, query), eligible=where.memory_condition())
+        for row in conn.execute(sql, query).fetchall():
+            memory = RecalledMemory._make(row)
+            found[memory.id] = Candidate(memory)
+    for memory_id, value in scores.items():
+        candidate = found.get(memory_id)
+        if candidate is not None and not candidate.raw:
+            candidate.support(kind, value)
+
+
+def add_events(
+    conn: sqlite3.Connection,
+    found: dict[str, Candidate],
+    where: Eligibility,
+    scores: dict[str, float],
+    kind: Kind = Kind.LEXICAL,
+    derived_share: float = SOURCE_EVENT_DISCOUNT,
+) -> None:
+    """Matched events (by ID: their score): their current memories, with ``derived_share``
+    of it, or the events themselves as raw fallback.
+
+    An amended event's words were corrected: they are no key to anything.
+    """
+    if not scores:
+        return
+    query = where.params() | {"cap": RAW_CHARS}
+    exclude = where.event_exclusion("e.id", "e.seq")
+    sql = SELECT_EVENTS.format(ids=named(scores, query), exclude=exclude)
+    derived = {}
+    for event_id, status, has_memories, fallback, text, length, occurred_at, role in conn.execute(
+        sql, query
+    ).fetchall():
+        if status == "amended":
+            continue
+        if has_memories:
+            derived[event_id] = scores[event_id] * derived_share
+        elif fallback and not where.kinds:  # raw events have no kind
+            raw = RawEvent(event_id, text, length, occurred_at, role)
+            found.setdefault(event_id, Candidate(raw)).support(kind, scores[event_id])
+    if derived:
+        query = where.params()
+        sql = SELECT_DERIVED.format(ids=named(derived, query), eligible=where.memory_condition())
+        by_memory: dict[str, float] = {}
+        for row in conn.execute(sql, query).fetchall():
+            memory = RecalledMemory._make(row)
+            found.setdefault(memory.id, Candidate(memory))
+            match = derived[memory.event_id]
+            by_memory[memory.id] = max(by_memory.get(memory.id, 0.0), match)
+        add_memories(conn, found, where, by_memory, kind)
+
+
+def add_links(conn: sqlite3.Connection, found: dict[str, Candidate], where: Eligibility) -> None:
+    """One hop along explicit ``related`` links from every memory that matched."""
+    strength = {memory_id: c.lexical for memory_id, c in found.items() if not c.raw and c.lexical}
+    if not strength:
+        return
+    query: dict[str, object] = {}
+    sql = SELECT_LINKED.format(ids=named(strength, query))
+    links: dict[str, float] = {}
+    for pair in conn.execute(sql, query).fetchall():
+        for source, neighbour in (pair, pair[::-1]):
+            if source in strength:
+                links[neighbour] = max(links.get(neighbour, 0.0), strength[source])
+    add_memories(conn, found, where, links, Kind.LINK)
+
+
+def add_lexical(
+    conn: sqlite3.Connection,
+    found: dict[str, Candidate],
+    where: Eligibility,
+    matches: dict[tuple[str, str], float],
+) -> None:
+    """Word matches (by ``(doc_kind, ref)``: their score) as evidence."""
+    memories = {ref: score for (doc, ref), score in matches.items() if doc == "memory"}
+    events = {ref: score for (doc, ref), score in matches.items() if doc != "memory"}
+    add_memories(conn, found, where, memories, Kind.LEXICAL)
+    add_events(conn, found, where, events)
+
+
+def has_memories(conn: sqlite3.Connection, event_ids: list[str]) -> bool:
+    marks = ", ".join("?" * len(event_ids))
+    sql = f"select 1 from memories where event_id in ({marks}) and revoked_at is null limit 1"
+    return conn.execute(sql, event_ids).fetchone() is not None
