@@ -30,6 +30,7 @@ Prints a table, then one JSON line.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import statistics
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import redirect_stdout
 from functools import partial
 from pathlib import Path
 
@@ -223,7 +225,14 @@ async def main(args: argparse.Namespace) -> None:
                     )
                     print(f"  {cell:9} batch {batch:2}: {shown}", file=sys.stderr)
                 memory[f"peak_batch_{batch}"] = memory_mb(pid, "VmHWM")
-    report(args, starts, opens, memory, tokens, rates)
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        report(args, starts, opens, memory, tokens, rates)
+    sys.stdout.write(printed.getvalue())
+    if args.results:
+        from common import write_results
+
+        write_results("embed_speed", printed.getvalue())
 
 
 def report(
@@ -296,4 +305,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="least time per cell")
     parser.add_argument("--starts", type=int, default=5, help="starts to time")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     anyio.run(main, parser.parse_args())

@@ -22,6 +22,7 @@ Run:  uv run python bench/import_rss.py [--sizes 100000,1000000] [--dir DIR] [--
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import random
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import redirect_stdout
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,1000000", help="event counts, comma-separated")
     parser.add_argument("--dir", type=Path, help="where archives and databases go (default: tmp)")
     parser.add_argument("--src", type=Path, help="run the import on this amem source tree")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as directory:
         results = []
@@ -132,12 +139,19 @@ def main() -> None:
             result = measure(archive, Path(directory) / f"{events}.db", args.src)
             results.append({"events": events, "archive_mb": size_mb, **result})
             archive.unlink()
-    print(f"{'events':>9} {'rows':>9} {'archive MB':>10} {'import s':>9} {'peak RSS MB':>11}")
-    for r in results:
-        print(f"{r['events']:>9} {r['rows']:>9} {r['archive_mb']:>10} {r['import_s']:>9} "
-              f"{r['peak_rss_mb']:>11}")  # fmt: skip
-    print(json.dumps({"bench": "import_rss", "amem": results[0]["amem"], "results": [
-        {k: v for k, v in r.items() if k != "amem"} for r in results]}))  # fmt: skip
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        print(f"{'events':>9} {'rows':>9} {'archive MB':>10} {'import s':>9} {'peak RSS MB':>11}")
+        for r in results:
+            print(f"{r['events']:>9} {r['rows']:>9} {r['archive_mb']:>10} {r['import_s']:>9} "
+                  f"{r['peak_rss_mb']:>11}")  # fmt: skip
+        print(json.dumps({"bench": "import_rss", "amem": results[0]["amem"], "results": [
+            {k: v for k, v in r.items() if k != "amem"} for r in results]}))  # fmt: skip
+    sys.stdout.write(printed.getvalue())
+    if args.results:
+        from common import write_results
+
+        write_results("import_rss", printed.getvalue())
 
 
 if __name__ == "__main__":

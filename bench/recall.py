@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import math
 import multiprocessing
@@ -60,6 +61,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import redirect_stdout
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -816,6 +818,11 @@ def main() -> None:
         help="first check the builder writes what the public API writes",
     )
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the subprocess
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     args = parser.parse_args()
     if args.measure is not None:
         measured = measure(
@@ -843,7 +850,14 @@ def main() -> None:
         print(f"measuring {size:,} ...", file=sys.stderr, flush=True)
         results.append((size, info, measure_in_subprocess(path, args)))
     if results:
-        report(results, args)
+        printed = io.StringIO()
+        with redirect_stdout(printed):
+            report(results, args)
+        sys.stdout.write(printed.getvalue())
+        if args.results:
+            from common import write_results
+
+            write_results("recall", printed.getvalue())
 
 
 if __name__ == "__main__":

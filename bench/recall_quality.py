@@ -39,6 +39,7 @@ Run:  uv run python bench/recall_quality.py [--sizes 10000,100000,1000000] [--qu
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
 import json
 import math
@@ -50,7 +51,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import closing
+from contextlib import closing, redirect_stdout
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -644,6 +645,11 @@ def main() -> None:
         help="bench/recall.py's cache of built files",
     )  # fmt: skip
     parser.add_argument("--dump", type=Path, help="write every query and both answers here")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     args = parser.parse_args()
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     classes = [c for c in args.classes.split(",") if c.strip()]
@@ -658,7 +664,14 @@ def main() -> None:
         results[size] = {cls: summary(queries) for cls, queries in done.items()}
         if args.dump:
             dump(args.dump, size, done)
-    report(results, args.seed)
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        report(results, args.seed)
+    sys.stdout.write(printed.getvalue())
+    if args.results:
+        from common import write_results
+
+        write_results("recall_quality", printed.getvalue())
 
 
 if __name__ == "__main__":

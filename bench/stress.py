@@ -35,6 +35,7 @@ Run:  uv run python bench/stress.py [--sessions 1000] [--events 8] [--procs 4] [
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
@@ -45,6 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -502,6 +504,11 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=4, help="processes / MCP servers")
     parser.add_argument("--seed", type=int, default=1, help="seed for the generated texts")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temp files")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     parser.add_argument("--worker", choices=("api", "mcp"), help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--run", default="", help=argparse.SUPPRESS)
@@ -514,7 +521,14 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="amem-stress-", dir=args.dir) as tmp:
         results = run_all(args, Path(tmp))
-    report(results, args)
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        report(results, args)
+    sys.stdout.write(printed.getvalue())
+    if args.results:
+        from common import write_results
+
+        write_results("stress", printed.getvalue())
 
 
 if __name__ == "__main__":

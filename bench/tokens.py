@@ -7,7 +7,7 @@ later) and ``cl100k_base`` (GPT-4, GPT-3.5) as tiktoken cache files, DeepSeek-V3
 published for Claude 1-2; later Claude tokenizers are not public). None of them is an amem
 dependency; run the bench with::
 
-    uv run --with litellm --with tiktoken --with tokenizers python bench/tokens.py
+    uv run --with litellm --with tiktoken --with tokenizers python bench/tokens.py [--results]
 
 Texts: every LoCoMo turn (English, ``locomo10.json``) and every MemoryBank message (Chinese,
 ``memorybank/memory_bank_cn.json``), each alone and each as the JSON item a pack holds
@@ -110,6 +110,11 @@ def errors(estimates: list[int], reals: list[int]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the shared data folder")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     args = parser.parse_args()
     counters = real_counters(litellm_tokenizers())
     english_texts, chinese_texts = english(args.data), chinese(args.data)
@@ -121,19 +126,25 @@ def main() -> None:
     }
     results: dict[str, dict[str, dict[str, float]]] = {}
     header = f"{'set':8} {'texts':>6} {'tokenizer':14} {'est/real':>8} {'mean|err|':>9} "
-    print(header + f"{'worst under':>11} {'worst over':>10} {'under-counted':>13}")
+    table = [header + f"{'worst under':>11} {'worst over':>10} {'under-counted':>13}"]
+    print(table[-1])
     for name, texts in sets.items():
         estimates = [amem.estimate_tokens(text) for text in texts]
         for tokenizer in TOKENIZERS:
             reals = [counters[tokenizer](text) for text in texts]
             row = errors(estimates, reals)
             results.setdefault(name, {})[tokenizer] = row
-            print(
+            table.append(
                 f"{name:8} {len(texts):>6} {tokenizer:14} {row['total_ratio']:>8.2f} "
                 f"{row['mean_abs_error']:>9.1%} {row['worst_under']:>+11.0%} "
                 f"{row['worst_over']:>+10.0%} {row['under_counted']:>13.1%}"
             )
+            print(table[-1])
     print(json.dumps({"bench": "tokens", "results": results}, separators=(",", ":")))
+    if args.results:
+        from common import write_results
+
+        write_results("tokens", "\n".join(table))
 
 
 if __name__ == "__main__":

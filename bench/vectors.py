@@ -32,6 +32,7 @@ Run:  uv run python bench/vectors.py [--sizes 100000,1000000] [--queries 200]
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import resource
 import shutil
@@ -39,7 +40,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Sequence
-from contextlib import closing
+from contextlib import closing, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -196,32 +197,44 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--cache", type=Path, default=Path("~/.cache/amem-bench").expanduser())
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write the table into docs/benchmarks.md as its latest run",
+    )
     args = parser.parse_args()
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
         path = vectors_copy(args.cache, size, args.seed)
         results.append(measure(path, size, args.queries, args.seed))
-    header = (
-        f"{'size':>9} {'semantic p50/p99 ms':>20} {'deep p50/p99 ms':>17} "
-        f"{'exact p50/p99 ms':>17} {'deep/exact p50':>14} {'recall@10':>9} {'load s':>7} "
-        f"{'rss MB':>7}"
-    )
-    print(header)
-    for r in results:
-        print(
-            f"{r['size']:>9,} {r['semantic_p50_ms']:>9.1f}/{r['semantic_p99_ms']:<10.1f} "
-            f"{r['deep_p50_ms']:>7.1f}/{r['deep_p99_ms']:<9.1f} "
-            f"{r['exact_p50_ms']:>7.1f}/{r['exact_p99_ms']:<9.1f} "
-            f"{r['deep_p50_ms'] / r['exact_p50_ms']:>14.1f} {r['recall_at_10']:>9.3f} "
-            f"{r['load_s']:>7} {r['rss_mb']:>7}"
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        header = (
+            f"{'size':>9} {'semantic p50/p99 ms':>20} {'deep p50/p99 ms':>17} "
+            f"{'exact p50/p99 ms':>17} {'deep/exact p50':>14} {'recall@10':>9} {'load s':>7} "
+            f"{'rss MB':>7}"
         )
-    for r in results:
-        if r["size"] == 100_000:
-            print(f"target semantic p99 <= 20 ms at 100k: {r['semantic_p99_ms']:.1f} ms")
-        if r["size"] == 1_000_000:
-            print(f"target deep p99 <= 300 ms at 1M: {r['deep_p99_ms']:.1f} ms")
-    for r in results:
-        print(json.dumps(r))
+        print(header)
+        for r in results:
+            print(
+                f"{r['size']:>9,} {r['semantic_p50_ms']:>9.1f}/{r['semantic_p99_ms']:<10.1f} "
+                f"{r['deep_p50_ms']:>7.1f}/{r['deep_p99_ms']:<9.1f} "
+                f"{r['exact_p50_ms']:>7.1f}/{r['exact_p99_ms']:<9.1f} "
+                f"{r['deep_p50_ms'] / r['exact_p50_ms']:>14.1f} {r['recall_at_10']:>9.3f} "
+                f"{r['load_s']:>7} {r['rss_mb']:>7}"
+            )
+        for r in results:
+            if r["size"] == 100_000:
+                print(f"target semantic p99 <= 20 ms at 100k: {r['semantic_p99_ms']:.1f} ms")
+            if r["size"] == 1_000_000:
+                print(f"target deep p99 <= 300 ms at 1M: {r['deep_p99_ms']:.1f} ms")
+        for r in results:
+            print(json.dumps(r))
+    sys.stdout.write(printed.getvalue())
+    if args.results:
+        from common import write_results
+
+        write_results("vectors", printed.getvalue())
 
 
 if __name__ == "__main__":
