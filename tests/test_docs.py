@@ -16,7 +16,11 @@ from amem.cli.commands import build_parser
 from amem.tools.table import TOOLS
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOC_FILES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs" / "decisions").glob("*.md")),
+]
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 EXPECTED_OUTPUT = re.compile(r"# -> (.+)$", re.MULTILINE)
 """``print(x)  # -> shown`` in an example claims the line it prints; the test checks it."""
@@ -28,6 +32,33 @@ def python_examples() -> list[tuple[str, str]]:
         for path in DOC_FILES
         for n, code in enumerate(PYTHON_BLOCK.findall(path.read_text()))
     ]
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchors(path: Path) -> set[str]:
+    """The ``#anchor`` of every heading of a Markdown file, as GitHub makes them."""
+    found = set()
+    for heading in re.findall(r"^#+ (.+)$", path.read_text(), re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug)
+    return found
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda path: path.name)
+def test_every_relative_link_leads_somewhere(path: Path) -> None:
+    """A link to a file names one that exists, and a ``#anchor`` a heading it has."""
+    broken = []
+    for target in LINK.findall(path.read_text()):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        name, _, anchor = target.partition("#")
+        linked = (path.parent / name).resolve() if name else path
+        missing_heading = anchor and linked.suffix == ".md" and anchor not in anchors(linked)
+        if not linked.exists() or missing_heading:
+            broken.append(target)
+    assert not broken
 
 
 def test_all_is_sorted_and_complete() -> None:
