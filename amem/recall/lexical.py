@@ -153,7 +153,8 @@ def lexical_matches(
     best_present.sort(key=presence.__getitem__, reverse=True)
     chosen = list(dict.fromkeys(phrase + together[:CONJOINED_KEPT] + best_present[:ranked]))
     docs, scanned = scan_documents(conn, chosen)
-    held = found_holding(postings, lookups, phrase, sequence)
+    cut = {num for num, doc in scanned.items() if doc.cut}
+    held = found_holding(cut, postings, lookups, phrase, sequence) if cut else {}
     scored = bm25(scanned, idf, average_length(conn) - 1, held)  # less the scope token
     whole = sum(idf.values())
     if len(sequence) > 1:
@@ -471,21 +472,23 @@ def scan_documents(
 
 
 def found_holding(
+    nums: set[int],
     postings: dict[str, list[int]],
     lookups: Intersections,
     phrase: list[int],
     sequence: list[str],
 ) -> dict[int, set[str]]:
-    """The terms FTS5 found each document by: a term's postings, a conjunction's terms, a
-    phrase's tokens."""
+    """The terms FTS5 found each of the documents ``nums`` by: a term's postings, a
+    conjunction's terms, a phrase's tokens. Only a document read in part needs them
+    (``term_counts``), and most queries find none."""
     held: defaultdict[int, set[str]] = defaultdict(set)
     for term, rows in postings.items():
-        for rowid in rows:
+        for rowid in nums.intersection(rows):
             held[rowid].add(term)
     for (terms, _), rows in lookups.known.items():
-        for rowid in rows:
+        for rowid in nums.intersection(rows):
             held[rowid] |= terms
-    for rowid in phrase:
+    for rowid in nums.intersection(phrase):
         held[rowid].update(sequence)
     return held
 
