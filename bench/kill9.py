@@ -98,10 +98,21 @@ EMBED_DELAY = 0.01
 EMBED_BATCH = 16
 DIM = 64
 WEIGHTS = {
-    "submit": 26, "add_memories": 16, "correct": 6, "retract": 3, "delete": 5, "erase": 1,
-    "relate": 5, "pin": 4, "checkpoint": 4, "consolidate": 3, "persona": 3, "export": 2,
-    "backup": 2, "reindex": 8,
-}  # fmt: skip
+    "submit": 26,
+    "add_memories": 16,
+    "correct": 6,
+    "retract": 3,
+    "delete": 5,
+    "erase": 1,
+    "relate": 5,
+    "pin": 4,
+    "checkpoint": 4,
+    "consolidate": 3,
+    "persona": 3,
+    "export": 2,
+    "backup": 2,
+    "reindex": 8,
+}
 OPS = tuple(WEIGHTS)
 NEEDS_EVENT = {"add_memories", "delete"}
 NEEDS_MEMORY = {"correct", "retract", "relate", "pin"}

@@ -197,12 +197,16 @@ def load(path: Path, limit: int | None, as_of: str) -> tuple[list[Conversation],
                 suffix = f" [image: {caption}]" if caption else ""
                 turns.append(
                     Turn(
-                        event_id=f"{sample_id}:{turn['dia_id']}", session=f"session_{number}",
-                        role=roles[speaker], event_text=text + suffix, quote=text,
+                        event_id=f"{sample_id}:{turn['dia_id']}",
+                        session=f"session_{number}",
+                        role=roles[speaker],
+                        event_text=text + suffix,
+                        quote=text,
                         memory_text=f"{speaker}: {text}{suffix}",
-                        occurred_at=start + timedelta(seconds=index), captioned=bool(caption),
+                        occurred_at=start + timedelta(seconds=index),
+                        captioned=bool(caption),
                     )
-                )  # fmt: skip
+                )
         known = {turn.event_id for turn in turns}
         questions = []
         for number, qa in enumerate(sample["qa"]):
@@ -233,9 +237,12 @@ async def ingest(scope: amem.Scope, conversation: Conversation) -> None:
     """One event and one manually derived episode memory per turn."""
     for turn in conversation.turns:
         await scope.submit_event(
-            turn.event_text, role=turn.role, event_id=turn.event_id, session=turn.session,
+            turn.event_text,
+            role=turn.role,
+            event_id=turn.event_id,
+            session=turn.session,
             occurred_at=turn.occurred_at,
-        )  # fmt: skip
+        )
         basis = "user_statement" if turn.role == "user" else "assistant_expression"
         draft = {"text": turn.memory_text, "quote": turn.quote, "kind": "episode", "basis": basis}
         await scope.add_memories(turn.event_id, [draft])
@@ -381,9 +388,10 @@ def report(
     summaries = {name: scores.summary() for name, scores in result.scores.items()}
     if result.sweep:
         print("sweep: amem re-run on the same database with other settings")
-        print(f"{'method':<14} {'min_sim':>7} {'freshness':>12} " + " ".join(
-            f"{m:>9}" for m in ("hit@5", "hit@10", "recall@5", "recall@10")
-        ))  # fmt: skip
+        print(
+            f"{'method':<14} {'min_sim':>7} {'freshness':>12} "
+            + " ".join(f"{m:>9}" for m in ("hit@5", "hit@10", "recall@5", "recall@10"))
+        )
         for name, changed, scores in result.sweep:
             s = scores.summary()
             half = changed.freshness_half_life_days
@@ -408,10 +416,15 @@ def report(
     categories = dict(zip(CATEGORIES.values(), labels, strict=True))
     for name, scores in result.scores.items():
         line = record(
-            "locomo", name, scores, categories, conversations=len(conversations),
+            "locomo",
+            name,
+            scores,
+            categories,
+            conversations=len(conversations),
             embed_model=settings.embed_model,
-            embed_min_similarity=settings.embed_min_similarity, as_of=args.as_of,
-        )  # fmt: skip
+            embed_min_similarity=settings.embed_min_similarity,
+            as_of=args.as_of,
+        )
         if name == "amem-hybrid":
             line["target_met"] = spec_met
         if name in targets:
@@ -426,9 +439,10 @@ def main() -> None:
     add_embedding_arguments(parser)
     parser.add_argument("--as-of", choices=("end", "now"), default="end")
     parser.add_argument(
-        "--sweep", action="store_true",
+        "--sweep",
+        action="store_true",
         help=f"also re-run amem with embed_min_similarity {SWEEP_SIMILARITY} and without freshness",
-    )  # fmt: skip
+    )
     parser.add_argument("--dump", type=Path, help="write every question's results here")
     parser.add_argument("--db", type=Path, default=None, help="database file (default: temporary)")
     parser.add_argument(

@@ -42,13 +42,21 @@ QUERIES = {
 def turns(lang: str) -> list[str]:
     if lang == "en":
         samples = json.loads((DATA / "locomo10.json").read_text())
-        return [turn["text"] for sample in samples
-                for key, session in sample["conversation"].items()
-                if key.startswith("session_") and isinstance(session, list)
-                for turn in session]  # fmt: skip
+        return [
+            turn["text"]
+            for sample in samples
+            for key, session in sample["conversation"].items()
+            if key.startswith("session_") and isinstance(session, list)
+            for turn in session
+        ]
     users = json.loads((DATA / "memorybank" / "memory_bank_cn.json").read_text())
-    return [pair[side] for user in users.values() for day in user["history"].values()
-            for pair in day for side in ("query", "response")]  # fmt: skip
+    return [
+        pair[side]
+        for user in users.values()
+        for day in user["history"].values()
+        for pair in day
+        for side in ("query", "response")
+    ]
 
 
 async def build(path: Path, lang: str, events: int) -> None:
@@ -87,9 +95,16 @@ async def measure(path: Path, lang: str, repeat: int) -> list[str]:
                 f"{query:<50} {p50:8.3f} {slowest:8.3f} {baseline:12.4f} {p50 / baseline:7.1f}"
             )
             print(table[-1])
-            results.append({"lang": lang, "query": query, "p50_s": round(p50, 4),
-                            "max_s": round(slowest, 4), "short_p50_s": round(baseline, 5),
-                            "ratio": round(p50 / baseline, 1)})  # fmt: skip
+            results.append(
+                {
+                    "lang": lang,
+                    "query": query,
+                    "p50_s": round(p50, 4),
+                    "max_s": round(slowest, 4),
+                    "short_p50_s": round(baseline, 5),
+                    "ratio": round(p50 / baseline, 1),
+                }
+            )
         for result in results:
             print(json.dumps(result, ensure_ascii=False))
         return table

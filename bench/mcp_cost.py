@@ -159,8 +159,12 @@ async def main() -> None:
     recall = await recall_costs()
     instructions = len(INSTRUCTIONS.encode())
     if options.json:
-        report = {"tools_list_bytes": total, "per_tool": per_tool, "recall": recall,
-                  "instructions_bytes": instructions}  # fmt: skip
+        report = {
+            "tools_list_bytes": total,
+            "per_tool": per_tool,
+            "recall": recall,
+            "instructions_bytes": instructions,
+        }
         sys.stdout.write(compact(report) + "\n")
         return
     lines = [f"tools/list answer: {total:,} bytes ({len(per_tool)} tools)", ""]

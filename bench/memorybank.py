@@ -268,10 +268,13 @@ def messages_of(name: str, history: dict[str, list[dict[str, str]]]) -> list[Mes
             for role, text in (("user", exchange["query"]), ("assistant", exchange["response"])):
                 messages.append(
                     Message(
-                        event_id=f"{name}:{day}:{n}:{role}", day=day, role=role, text=text,
+                        event_id=f"{name}:{day}:{n}:{role}",
+                        day=day,
+                        role=role,
+                        text=text,
                         occurred_at=noon + timedelta(seconds=len(messages)),
                     )
-                )  # fmt: skip
+                )
     return messages
 
 
@@ -440,10 +443,14 @@ def report(
     print_runtime(total_s, result.timings)
     for name, scores in result.scores.items():
         line = record(
-            "memorybank", name, scores, {c: c for c in CATEGORIES}, users=len(users),
+            "memorybank",
+            name,
+            scores,
+            {c: c for c in CATEGORIES},
+            users=len(users),
             embed_model=settings.embed_model,
             embed_min_similarity=settings.embed_min_similarity,
-        )  # fmt: skip
+        )
         if name in targets:
             line["target_issue15_met"] = targets[name]
         print(json.dumps(line, ensure_ascii=False))

@@ -28,8 +28,20 @@ from pathlib import Path
 from memorybank import WHOLE_DAY, Message, User, label, messages_of, print_labels
 
 NOT_IN_TEXT = "the day it names has no English dialogue"
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-          "September", "October", "November", "December")  # fmt: skip
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 DAY_NAMED = re.compile(rf"\b({'|'.join(MONTHS)}) (\d{{1,2}})(?:st|nd|rd|th)?\b")
 ABSENT = ()
 """An answer that the English dialogues do not hold."""

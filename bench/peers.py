@@ -239,8 +239,17 @@ def base_env() -> dict[str, str]:
 
 def amem_peer() -> Peer:
     def params(d: Path) -> StdioServerParameters:
-        args = ["-m", "amem", "serve", "--db", str(d / "amem.db"), "--persona", "bench",
-                "--project", "peers"]  # fmt: skip
+        args = [
+            "-m",
+            "amem",
+            "serve",
+            "--db",
+            str(d / "amem.db"),
+            "--persona",
+            "bench",
+            "--project",
+            "peers",
+        ]
         return StdioServerParameters(command=sys.executable, args=args, env=base_env(), cwd=d)
 
     def kept(d: Path) -> set[str]:
@@ -251,10 +260,15 @@ def amem_peer() -> Peer:
             conn.close()
 
     return Peer(
-        "amem", "this checkout", "event_submit", "memory_recall", params,
+        "amem",
+        "this checkout",
+        "event_submit",
+        "memory_recall",
+        params,
         lambda it: {"text": it.text, "role": "user", "event_id": it.key, "session": "peers"},
-        lambda q: {"query": q, "limit": TOP}, kept,
-    )  # fmt: skip
+        lambda q: {"query": q, "limit": TOP},
+        kept,
+    )
 
 
 def server_memory_peer(peers: Path) -> Peer:
@@ -278,12 +292,18 @@ def server_memory_peer(peers: Path) -> Peer:
         return found
 
     return Peer(
-        "server-memory", NPM_PACKAGES[0], "create_entities", "search_nodes", params,
-        lambda it: {"entities": [{"name": it.key, "entityType": "memory",
-                                  "observations": [it.text]}]},
-        lambda q: {"query": q}, kept,
+        "server-memory",
+        NPM_PACKAGES[0],
+        "create_entities",
+        "search_nodes",
+        params,
+        lambda it: {
+            "entities": [{"name": it.key, "entityType": "memory", "observations": [it.text]}]
+        },
+        lambda q: {"query": q},
+        kept,
         None if script.exists() else f"not installed ({script} missing; run --install)",
-    )  # fmt: skip
+    )
 
 
 def memory_keeper_peer(peers: Path) -> Peer:
@@ -301,11 +321,16 @@ def memory_keeper_peer(peers: Path) -> Peer:
             conn.close()
 
     return Peer(
-        "memory-keeper", NPM_PACKAGES[1], "context_save", "context_search", params,
+        "memory-keeper",
+        NPM_PACKAGES[1],
+        "context_save",
+        "context_search",
+        params,
         lambda it: {"key": it.key, "value": it.text, "category": "note"},
-        lambda q: {"query": q, "limit": TOP}, kept,
+        lambda q: {"query": q, "limit": TOP},
+        kept,
         None if script.exists() else f"not installed ({script} missing; run --install)",
-    )  # fmt: skip
+    )
 
 
 def basic_memory_peer(peers: Path) -> Peer:
@@ -313,10 +338,13 @@ def basic_memory_peer(peers: Path) -> Peer:
 
     def params(d: Path) -> StdioServerParameters:
         env = {
-            **base_env(), "HOME": str(d), "BASIC_MEMORY_HOME": str(d / "notes"),
-            "BASIC_MEMORY_AUTO_UPDATE": "false", "BASIC_MEMORY_CLOUD_PROMO_OPT_OUT": "true",
+            **base_env(),
+            "HOME": str(d),
+            "BASIC_MEMORY_HOME": str(d / "notes"),
+            "BASIC_MEMORY_AUTO_UPDATE": "false",
+            "BASIC_MEMORY_CLOUD_PROMO_OPT_OUT": "true",
             "NO_COLOR": "1",
-        }  # fmt: skip
+        }
         return StdioServerParameters(command=str(exe), args=["mcp"], env=env, cwd=d)
 
     def kept(d: Path) -> set[str]:
@@ -333,11 +361,16 @@ def basic_memory_peer(peers: Path) -> Peer:
     if not exe.exists():
         reason = f"not installed ({exe} missing; run --install, needs a Python >= 3.12)"
     return Peer(
-        "basic-memory", BASIC_MEMORY, "write_note", "search_notes", params,
+        "basic-memory",
+        BASIC_MEMORY,
+        "write_note",
+        "search_notes",
+        params,
         lambda it: {"title": it.key, "content": it.text, "directory": "bench"},
         lambda q: {"query": q, "page_size": TOP, "search_type": "text", "output_format": "json"},
-        kept, reason,
-    )  # fmt: skip
+        kept,
+        reason,
+    )
 
 
 # --- measuring -----------------------------------------------------------------------------
@@ -566,8 +599,10 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
     for size in args.sizes:
         these = [r for r in rows if r.size == size]
         print()
-        print(f"peers: {size:,} items, {args.queries} queries per kind, hit@{TOP}, "
-              f"phase cap {args.phase_cap:.0f} s, {os.cpu_count()} cores")  # fmt: skip
+        print(
+            f"peers: {size:,} items, {args.queries} queries per kind, hit@{TOP}, "
+            f"phase cap {args.phase_cap:.0f} s, {os.cpu_count()} cores"
+        )
         header = (
             f"{'server':<14} {'seq w/s':>8} {'c16 w/s':>8} {'kept seq':>11} {'kept c16':>11} "
             f"{'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'phrase':>6} {'keywd':>6} {'zh':>6} "
@@ -624,7 +659,7 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
                 f"p99 x{pct(r.latencies, 0.99) / pct(amem.latencies, 0.99):.1f}",
                 f"peak RSS x{max(r.seq.rss, r.c16.rss) / max(amem.seq.rss, amem.c16.rss):.2f}",
                 f"disk/item x{per_item(r) / per_item(amem):.2f}",
-            ]  # fmt: skip
+            ]
             print(f"  vs {r.server}: " + ", ".join(parts))
         if size >= 10_000:
             c16_ok = amem.c16.rate >= 2500 and amem.c16.kept == size
@@ -635,9 +670,10 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
                 f"{amem.c16.kept}/{size} (>= 2,500/s, all kept: {'ok' if c16_ok else 'MISS'}); "
                 f"search p50 {pct(amem.latencies, 0.5):.2f} ms "
                 f"(<= 2: {'ok' if p50_ok else 'MISS'}); "
-                f"hit@5 " + "/".join(f"{hit(amem, k):.2f}" for k in KINDS)
+                f"hit@5 "
+                + "/".join(f"{hit(amem, k):.2f}" for k in KINDS)
                 + f" (>= 0.99 each: {'ok' if hits_ok else 'MISS'})"
-            )  # fmt: skip
+            )
     print()
     for r in rows:
         line: dict[str, Any] = {"bench": "peers", "server": r.server, "size": r.size}
@@ -646,19 +682,24 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
         else:
             for name, p in (("seq", r.seq), ("c16", r.c16)):
                 line |= {
-                    f"{name}_writes_per_s": round(p.rate, 1), f"{name}_issued": p.items,
-                    f"{name}_acked": len(p.acked), f"{name}_kept": p.kept,
-                    f"{name}_errors": p.errors, f"{name}_capped": p.capped,
-                    f"{name}_peak_rss_bytes": p.rss, f"{name}_disk_bytes": p.disk,
+                    f"{name}_writes_per_s": round(p.rate, 1),
+                    f"{name}_issued": p.items,
+                    f"{name}_acked": len(p.acked),
+                    f"{name}_kept": p.kept,
+                    f"{name}_errors": p.errors,
+                    f"{name}_capped": p.capped,
+                    f"{name}_peak_rss_bytes": p.rss,
+                    f"{name}_disk_bytes": p.disk,
                     f"{name}_files": p.files,
-                }  # fmt: skip
+                }
             line |= {
                 "search_p50_ms": round(pct(r.latencies, 0.5), 3),
                 "search_p95_ms": round(pct(r.latencies, 0.95), 3),
                 "search_p99_ms": round(pct(r.latencies, 0.99), 3),
-                "searches": len(r.latencies), "search_errors": r.search_errors,
+                "searches": len(r.latencies),
+                "search_errors": r.search_errors,
                 "searched_items": r.stored_for_search,
-            } | {f"hit5_{k}": round(hit(r, k), 4) for k in KINDS}  # fmt: skip
+            } | {f"hit5_{k}": round(hit(r, k), 4) for k in KINDS}
         print(json.dumps(line))
 
 
@@ -722,12 +763,18 @@ def main() -> None:
     parser.add_argument("--servers", default=",".join(SERVERS), help="which servers to run")
     parser.add_argument("--queries", type=int, default=100, help="queries per kind")
     parser.add_argument(
-        "--phase-cap", type=float, default=60.0,
+        "--phase-cap",
+        type=float,
+        default=60.0,
         help="seconds a write phase may take before it stops issuing writes",
-    )  # fmt: skip
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed for the generated items")
-    parser.add_argument("--peers-dir", type=Path, default=peers_dir_default(),
-                        help="where --install puts the peers (outside the repository)")  # fmt: skip
+    parser.add_argument(
+        "--peers-dir",
+        type=Path,
+        default=peers_dir_default(),
+        help="where --install puts the peers (outside the repository)",
+    )
     parser.add_argument("--install", action="store_true", help="install the peers, then exit")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the stores")
     parser.add_argument("--keep", action="store_true", help="keep the stores (see --dir)")
@@ -743,10 +790,11 @@ def main() -> None:
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     servers = [s for s in args.servers.split(",") if s]
     peers = {
-        "amem": amem_peer(), "server-memory": server_memory_peer(args.peers_dir),
+        "amem": amem_peer(),
+        "server-memory": server_memory_peer(args.peers_dir),
         "memory-keeper": memory_keeper_peer(args.peers_dir),
         "basic-memory": basic_memory_peer(args.peers_dir),
-    }  # fmt: skip
+    }
     unknown = set(servers) - peers.keys()
     if unknown:
         parser.error(f"unknown servers: {sorted(unknown)}")

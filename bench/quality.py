@@ -157,17 +157,22 @@ def load_locomo(data: Path) -> Corpus:
     conversations, skipped = locomo.load(data / "locomo10.json", None, "end")
     parts = [
         Part(
-            c.sample_id, c, [(t.event_id, t.memory_text) for t in c.turns],
+            c.sample_id,
+            c,
+            [(t.event_id, t.memory_text) for t in c.turns],
             [Query(q.key, "question", "en", q.text, q.evidence, c.as_of) for q in c.questions],
         )
         for c in conversations
-    ]  # fmt: skip
+    ]
     turns = sum(len(c.turns) for c in conversations)
     why = ", ".join(f"{reason} {n}" for reason, n in sorted(skipped.items()))
     return Corpus(
-        "locomo", locomo.PERSONA, parts, locomo.ingest,
+        "locomo",
+        locomo.PERSONA,
+        parts,
+        locomo.ingest,
         notes=[f"{len(conversations)} conversations, {turns} turns; skipped questions: {why}"],
-    )  # fmt: skip
+    )
 
 
 def load_memorybank(data: Path, lang: str) -> Corpus:
@@ -175,17 +180,22 @@ def load_memorybank(data: Path, lang: str) -> Corpus:
     users, skipped = memorybank.load(folder, None) if lang == "zh" else memorybank_en.load(folder)
     parts = [
         Part(
-            u.name, u, [(m.event_id, m.text) for m in u.messages],
+            u.name,
+            u,
+            [(m.event_id, m.text) for m in u.messages],
             [Query(q.key, "question", lang, q.text, q.evidence, u.as_of) for q in u.questions],
         )
         for u in users
-    ]  # fmt: skip
+    ]
     messages = sum(len(u.messages) for u in users)
     why = ", ".join(f"{reason} {n}" for reason, n in sorted(skipped.items()))
     return Corpus(
-        f"memorybank-{lang}", memorybank.PERSONA, parts, memorybank.ingest,
+        f"memorybank-{lang}",
+        memorybank.PERSONA,
+        parts,
+        memorybank.ingest,
         notes=[f"{len(users)} users, {messages} messages; skipped questions: {why}"],
-    )  # fmt: skip
+    )
 
 
 MADIAL_LINE = re.compile(r"^<(\w+)>\s*:\s*(.*)$", re.DOTALL)
@@ -240,15 +250,22 @@ def load_madial(data: Path) -> Corpus:
             Query(f"madial#{n}", f"last {MADIAL_CONTEXT} turns", "en", context, gold, as_of),
         ]
     parts = [
-        Part(name.lower(), memories[name], [(m.event_id, m.text) for m in memories[name]],
-             queries[name])
+        Part(
+            name.lower(),
+            memories[name],
+            [(m.event_id, m.text) for m in memories[name]],
+            queries[name],
+        )
         for name in names
-    ]  # fmt: skip
+    ]
     owners = ", ".join(f"{name} {len(memories[name])}" for name in names)
     return Corpus(
-        "madial-en", "madial", parts, ingest_madial,
+        "madial-en",
+        "madial",
+        parts,
+        ingest_madial,
         notes=[f"{len(events)} memory events ({owners}), {len(dialogues)} dialogues"],
-    )  # fmt: skip
+    )
 
 
 def speaker(line: str) -> tuple[str | None, str]:
@@ -311,8 +328,9 @@ def load_fixture(path: Path) -> Corpus:
         seen[lang] += 1
         when = as_of - timedelta(days=70 - 2 * n - (lang == "zh"), hours=3)
         event_id = f"fact:{entry['id']}"
-        facts.append(Fact(event_id, entry["said"], entry["memory"], entry["quote"],
-                          entry["kind"], when))  # fmt: skip
+        facts.append(
+            Fact(event_id, entry["said"], entry["memory"], entry["quote"], entry["kind"], when)
+        )
         queries.append(
             Query(event_id, "question", lang, entry["question"], frozenset([event_id]), as_of)
         )
@@ -332,11 +350,17 @@ def load_fixture(path: Path) -> Corpus:
     styles = Counter((q.style, q.lang) for q in queries)
     part = Part("user", facts, [(f.event_id, f.memory) for f in facts], queries)
     return Corpus(
-        "fixture", "fixture", [part], ingest_fixture,
-        notes=[f"{path.name}: {len(facts)} facts ("
-               + ", ".join(f"{lang} {n}" for lang, n in sorted(seen.items())) + "); queries: "
-               + ", ".join(f"{s} {lang} {n}" for (s, lang), n in sorted(styles.items()))],
-    )  # fmt: skip
+        "fixture",
+        "fixture",
+        [part],
+        ingest_fixture,
+        notes=[
+            f"{path.name}: {len(facts)} facts ("
+            + ", ".join(f"{lang} {n}" for lang, n in sorted(seen.items()))
+            + "); queries: "
+            + ", ".join(f"{s} {lang} {n}" for (s, lang), n in sorted(styles.items()))
+        ],
+    )
 
 
 async def ingest_fixture(scope: amem.Scope, facts: list[Fact]) -> None:
@@ -376,11 +400,17 @@ def load_synthetic(cache: Path, size: int, count: int, seed: int) -> Corpus:
         conn.close()
     classes = Counter(q.style for q in queries)
     return Corpus(
-        f"synthetic-{size // 1000}k", recall.PERSONA,
-        [Part(recall.PROJECT, None, [(i, t) for i, t in docs], queries)], None, "memory", path,
-        notes=[f"{path.name}: {len(docs):,} memories; queries (seed {seed}): "
-               + ", ".join(f"{c} {n}" for c, n in classes.items())],
-    )  # fmt: skip
+        f"synthetic-{size // 1000}k",
+        recall.PERSONA,
+        [Part(recall.PROJECT, None, [(i, t) for i, t in docs], queries)],
+        None,
+        "memory",
+        path,
+        notes=[
+            f"{path.name}: {len(docs):,} memories; queries (seed {seed}): "
+            + ", ".join(f"{c} {n}" for c, n in classes.items())
+        ],
+    )
 
 
 # --- running -----------------------------------------------------------------------------
@@ -450,8 +480,10 @@ async def run_corpus(
                     result = await scope.recall(
                         query.text, limit=LIMIT, mode=mode, as_of=query.as_of
                     )
-                    ids = [item.id if corpus.ids == "memory" else item.source_event_id
-                           for item in result.items]  # fmt: skip
+                    ids = [
+                        item.id if corpus.ids == "memory" else item.source_event_id
+                        for item in result.items
+                    ]
                     answer.ranked[method] = tuple(ids)
                     if method == DEFAULT:
                         outcome.hybrid += result.ranking == "hybrid"
@@ -589,21 +621,30 @@ def print_table(rows: Sequence[Row]) -> None:
 def print_summary(rows: Sequence[Row]) -> None:
     default_met = sum(r.default_ok for r in rows)
     fast_met = sum(r.fast_ok for r in rows)
-    print(f"targets: {DEFAULT} met on {default_met} of {len(rows)} rows, "
-          f"{FAST} on {fast_met} of {len(rows)}")  # fmt: skip
+    print(
+        f"targets: {DEFAULT} met on {default_met} of {len(rows)} rows, "
+        f"{FAST} on {fast_met} of {len(rows)}"
+    )
     for row in rows:
-        for method, ok, note in ((DEFAULT, row.default_ok, row.default_note),
-                                 (FAST, row.fast_ok, row.fast_note)):  # fmt: skip
+        for method, ok, note in (
+            (DEFAULT, row.default_ok, row.default_note),
+            (FAST, row.fast_ok, row.fast_note),
+        ):
             if not ok:
                 print(f"  missed: {row.corpus} {row.lang} {row.style}: {method} {note}")
 
 
 def record(row: Row) -> dict[str, Any]:
     return {
-        "bench": "quality", "set": row.corpus, "lang": row.lang, "style": row.style, "n": row.n,
+        "bench": "quality",
+        "set": row.corpus,
+        "lang": row.lang,
+        "style": row.style,
+        "n": row.n,
         "methods": {m: {k: round(v, 4) for k, v in s.items()} for m, s in row.scores.items()},
-        "default_met": row.default_ok, "fast_met": row.fast_ok,
-    }  # fmt: skip
+        "default_met": row.default_ok,
+        "fast_met": row.fast_ok,
+    }
 
 
 def dump(path: Path, outcomes: Sequence[Outcome]) -> None:
@@ -611,9 +652,15 @@ def dump(path: Path, outcomes: Sequence[Outcome]) -> None:
         for outcome in outcomes:
             for a in outcome.answers:
                 q = a.query
-                line = {"set": outcome.corpus.name, "key": q.key, "style": q.style, "lang": q.lang,
-                        "query": q.text, "gold": sorted(q.gold),
-                        "ranked": {m: list(r) for m, r in a.ranked.items()}}  # fmt: skip
+                line = {
+                    "set": outcome.corpus.name,
+                    "key": q.key,
+                    "style": q.style,
+                    "lang": q.lang,
+                    "query": q.text,
+                    "gold": sorted(q.gold),
+                    "ranked": {m: list(r) for m, r in a.ranked.items()},
+                }
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
@@ -650,8 +697,10 @@ async def run(corpora: Sequence[Corpus], cache: Path, folder: Path) -> tuple[lis
             progress(f"{corpus.name}: ingest, embed, query")
             outcome = await run_corpus(corpus, settings, client, folder)
             timing = ", ".join(f"{k} {v:.1f}" for k, v in outcome.timings.items())
-            progress(f"{corpus.name}: done ({timing}); cache {vectors.hits} hits, "
-                     f"{vectors.misses} embedded")  # fmt: skip
+            progress(
+                f"{corpus.name}: done ({timing}); cache {vectors.hits} hits, "
+                f"{vectors.misses} embedded"
+            )
             outcomes.append(outcome)
         about = (
             f"embeddings: {settings.embed_model} (local embedder, cached in {cache}), "
@@ -663,26 +712,36 @@ async def run(corpora: Sequence[Corpus], cache: Path, folder: Path) -> tuple[lis
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Sets: " + ", ".join(SETS) + ". See the module docstring (or docs/benchmarks.md) "
         "for what each set, style and column means.",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--sets",
         default=",".join(SETS),
         help=f"comma-separated, of: {', '.join(SETS)} (default all)",
     )
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data"),
-                        help="folder of locomo10.json, memorybank/, madial-bench-en/")  # fmt: skip
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path("/work/shared/data"),
+        help="folder of locomo10.json, memorybank/, madial-bench-en/",
+    )
     parser.add_argument("--fixture", type=Path, default=FIXTURE, help="the hand-written set")
-    parser.add_argument("--synthetic-sizes", default="10000",
-                        help="memory counts of the synthetic files (default 10000)")  # fmt: skip
+    parser.add_argument(
+        "--synthetic-sizes",
+        default="10000",
+        help="memory counts of the synthetic files (default 10000)",
+    )
     parser.add_argument("--synthetic-queries", type=int, default=100, help="queries per class")
     parser.add_argument("--seed", type=int, default=14, help="seed of the synthetic queries")
     parser.add_argument(
-        "--cache", type=Path, default=Path("~/.cache/amem-bench/quality").expanduser(),
+        "--cache",
+        type=Path,
+        default=Path("~/.cache/amem-bench/quality").expanduser(),
         help="the embedding cache (the synthetic files go in its parent folder)",
-    )  # fmt: skip
+    )
     parser.add_argument("--dump", type=Path, help="write every query's answers here (JSON lines)")
     parser.add_argument(
         "--results",
@@ -715,9 +774,17 @@ def main() -> None:
         print(f"runtime: {total:.0f} s")
         for row in rows:
             print(json.dumps(record(row), ensure_ascii=False))
-        print(json.dumps({"bench": "quality", "runtime_s": round(total, 1), "rows": len(rows),
-                          "default_met": sum(r.default_ok for r in rows),
-                          "fast_met": sum(r.fast_ok for r in rows)}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "bench": "quality",
+                    "runtime_s": round(total, 1),
+                    "rows": len(rows),
+                    "default_met": sum(r.default_ok for r in rows),
+                    "fast_met": sum(r.fast_ok for r in rows),
+                }
+            )
+        )
     sys.stdout.write(printed.getvalue())
     if args.results:
         from common import write_results

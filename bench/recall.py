@@ -510,8 +510,9 @@ def ensure_db(args: argparse.Namespace, size: int) -> tuple[Path, dict[str, Any]
             print(
                 f"note: {path.name} was built by other amem write-path sources "
                 f"({', '.join(WRITE_PATH)}) than the current ones; --rebuild to refresh",
-                file=sys.stderr, flush=True,
-            )  # fmt: skip
+                file=sys.stderr,
+                flush=True,
+            )
             info["stale"] = True
     return path, info
 
@@ -704,8 +705,9 @@ def report(results: list[tuple[int, Json, Json]], args: argparse.Namespace) -> N
     print(header)
     print("-" * len(header))
 
-    def row(size: int, mode: str, name: str, hits: str, ts: list[float], bs: list[float],
-            rss: str) -> None:  # fmt: skip
+    def row(
+        size: int, mode: str, name: str, hits: str, ts: list[float], bs: list[float], rss: str
+    ) -> None:
         p50, b50 = percentile_ms(ts, 0.5), percentile_ms(bs, 0.5)
         print(
             f"{size:>9,} {mode:<6} {name:<16} {hits:>4} {len(ts):>5} {p50:>8.2f} "
@@ -728,30 +730,41 @@ def report(results: list[tuple[int, Json, Json]], args: argparse.Namespace) -> N
             b50, b99 = percentile_ms(all_base, 0.5), percentile_ms(all_base, 0.99)
             per = {
                 name: {
-                    "hits": hits[name], "runs": len(per_query[name]),
+                    "hits": hits[name],
+                    "runs": len(per_query[name]),
                     "p50_ms": round(percentile_ms(per_query[name], 0.5), 3),
                     "p99_ms": round(percentile_ms(per_query[name], 0.99), 3),
                     "fts5_hits": m["baseline_hits"][name],
                     "fts5_p50_ms": round(percentile_ms(base[name], 0.5), 3),
                 }
                 for name, _ in QUERIES
-            }  # fmt: skip
+            }
             lines.append(
                 {
-                    "bench": "recall", "size": size, "mode": mode, "queries": len(QUERIES),
-                    "runs": len(every), "p50_ms": round(p50, 3), "p99_ms": round(p99, 3),
-                    "max_ms": round(max(every) * 1000, 3), "fts5_p50_ms": round(b50, 3),
-                    "fts5_p99_ms": round(b99, 3), "fts5_over_amem_p50": round(b50 / p50, 3),
+                    "bench": "recall",
+                    "size": size,
+                    "mode": mode,
+                    "queries": len(QUERIES),
+                    "runs": len(every),
+                    "p50_ms": round(p50, 3),
+                    "p99_ms": round(p99, 3),
+                    "max_ms": round(max(every) * 1000, 3),
+                    "fts5_p50_ms": round(b50, 3),
+                    "fts5_p99_ms": round(b99, 3),
+                    "fts5_over_amem_p50": round(b50 / p50, 3),
                     "fts5_over_amem_p99": round(b99 / p99, 3),
                     "rss_mb": round(m["rss_amem_mb"], 1),
                     "rss_after_fts5_mb": round(m["rss_end_mb"], 1),
                     "target_p99_ms": TARGET_P99_MS if size == TARGET_AT else None,
-                    "per_query": per, "build_s": info["build_s"],
-                    "file_mb": round(info["bytes"] / 2**20, 1), "seed": args.seed,
-                    "version": VERSION, "amem_source": m["amem_source"],
+                    "per_query": per,
+                    "build_s": info["build_s"],
+                    "file_mb": round(info["bytes"] / 2**20, 1),
+                    "seed": args.seed,
+                    "version": VERSION,
+                    "amem_source": m["amem_source"],
                     "built_by_current_write_path": not info.get("stale"),
                 }
-            )  # fmt: skip
+            )
     if not quiet_settings().embedding_enabled:
         print(
             "semantic/deep: skipped (no embedding endpoint configured: set "

@@ -78,9 +78,16 @@ from amem.search import text as text_module
 from amem.search.text import STOP_WORDS, literal, query_tokens, scope_token, segment, tokens
 
 CLASSES = (
-    "rare", "en_keywords", "zh_keywords", "en_phrase", "zh_phrase", "en_long", "zh_long",
-    "en_inflected", "no_match",
-)  # fmt: skip
+    "rare",
+    "en_keywords",
+    "zh_keywords",
+    "en_phrase",
+    "zh_phrase",
+    "en_long",
+    "zh_long",
+    "en_inflected",
+    "no_match",
+)
 LIMIT = 5
 HIT5_SLACK = 0.01
 """Target: fast hit@5 >= reference hit@5 - this, for every class and size."""
@@ -409,9 +416,11 @@ def long_query(
     if combo is None:
         return None
     words = list(rnd.sample(combo, len(combo)))
-    named = ("、".join(words[:-1]) + "和" + words[-1]) if zh else (
-        ", ".join(words[:-1]) + " and " + words[-1]
-    )  # fmt: skip
+    named = (
+        ("、".join(words[:-1]) + "和" + words[-1])
+        if zh
+        else (", ".join(words[:-1]) + " and " + words[-1])
+    )
     mention = rnd.choice(ZH_MENTION if zh else EN_MENTION).format(named)
     chat, stop = (ZH_CHAT, "。") if zh else (EN_CHAT, ". ")
     for _ in range(50):
@@ -545,9 +554,11 @@ def summary(queries: list[Query]) -> dict[str, Any]:
         "fast_hit5": share([hit(q.fast, q.target, 5) for q in queries]),
         "ref_hit1": share([hit(q.ref, q.target, 1) for q in queries]),
         "ref_hit5": share([hit(q.ref, q.target, 5) for q in queries]),
-        "fast_p50_ms": ms(fast_s, 0.5), "fast_p99_ms": ms(fast_s, 0.99),
-        "ref_p50_ms": ms(ref_s, 0.5), "ref_p99_ms": ms(ref_s, 0.99),
-    }  # fmt: skip
+        "fast_p50_ms": ms(fast_s, 0.5),
+        "fast_p99_ms": ms(fast_s, 0.99),
+        "ref_p50_ms": ms(ref_s, 0.5),
+        "ref_p99_ms": ms(ref_s, 0.99),
+    }
 
 
 def measure(
@@ -620,17 +631,33 @@ def report(results: dict[int, dict[str, dict[str, Any]]], seed: int) -> None:
         print("-" * len(header))
     print("(latencies in ms, each query timed once)\n")
     for size, classes in results.items():
-        print(json.dumps({"bench": "recall_quality", "size": size, "seed": seed,
-                          "schema": SCHEMA_VERSION, "classes": classes}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "bench": "recall_quality",
+                    "size": size,
+                    "seed": seed,
+                    "schema": SCHEMA_VERSION,
+                    "classes": classes,
+                }
+            )
+        )
 
 
 def dump(path: Path, size: int, done: dict[str, list[Query]]) -> None:
     with path.open("a", encoding="utf-8") as out:
         for queries in done.values():
             for q in queries:
-                line = {"size": size, "class": q.cls, "query": q.text, "target": q.target,
-                        "fast": q.fast, "ref": q.ref, "fast_ms": round(q.fast_s * 1000, 2),
-                        "ref_ms": round(q.ref_s * 1000, 2)}  # fmt: skip
+                line = {
+                    "size": size,
+                    "class": q.cls,
+                    "query": q.text,
+                    "target": q.target,
+                    "fast": q.fast,
+                    "ref": q.ref,
+                    "fast_ms": round(q.fast_s * 1000, 2),
+                    "ref_ms": round(q.ref_s * 1000, 2),
+                }
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
@@ -641,9 +668,11 @@ def main() -> None:
     parser.add_argument("--classes", default=",".join(CLASSES), help="a subset of the classes")
     parser.add_argument("--seed", type=int, default=14, help="seed for drawing the queries")
     parser.add_argument(
-        "--cache", type=Path, default=Path("~/.cache/amem-bench").expanduser(),
+        "--cache",
+        type=Path,
+        default=Path("~/.cache/amem-bench").expanduser(),
         help="bench/recall.py's cache of built files",
-    )  # fmt: skip
+    )
     parser.add_argument("--dump", type=Path, help="write every query and both answers here")
     parser.add_argument(
         "--results",

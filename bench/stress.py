@@ -58,16 +58,77 @@ RECALL_EVERY = 4
 RESUME_BUDGET = 2000
 
 EN_WORDS = (
-    "the", "user", "prefers", "green", "tea", "in", "morning", "and", "reads", "papers",
-    "about", "memory", "project", "deadline", "moved", "to", "friday", "please", "remind",
-    "me", "meeting", "with", "alice", "database", "backup", "finished", "without", "errors",
-    "travel", "shanghai", "next", "week", "hangzhou", "novel", "piano", "marathon",
-)  # fmt: skip
+    "the",
+    "user",
+    "prefers",
+    "green",
+    "tea",
+    "in",
+    "morning",
+    "and",
+    "reads",
+    "papers",
+    "about",
+    "memory",
+    "project",
+    "deadline",
+    "moved",
+    "to",
+    "friday",
+    "please",
+    "remind",
+    "me",
+    "meeting",
+    "with",
+    "alice",
+    "database",
+    "backup",
+    "finished",
+    "without",
+    "errors",
+    "travel",
+    "shanghai",
+    "next",
+    "week",
+    "hangzhou",
+    "novel",
+    "piano",
+    "marathon",
+)
 ZH_WORDS = (
-    "我", "喜欢", "早上", "喝", "绿茶", "项目", "截止", "日期", "改到", "周五", "请", "提醒",
-    "开会", "数据库", "备份", "完成", "下周", "去", "上海", "出差", "记忆", "用户", "偏好",
-    "今天", "天气", "很好", "我们", "讨论", "方案", "杭州", "小说", "钢琴",
-)  # fmt: skip
+    "我",
+    "喜欢",
+    "早上",
+    "喝",
+    "绿茶",
+    "项目",
+    "截止",
+    "日期",
+    "改到",
+    "周五",
+    "请",
+    "提醒",
+    "开会",
+    "数据库",
+    "备份",
+    "完成",
+    "下周",
+    "去",
+    "上海",
+    "出差",
+    "记忆",
+    "用户",
+    "偏好",
+    "今天",
+    "天气",
+    "很好",
+    "我们",
+    "讨论",
+    "方案",
+    "杭州",
+    "小说",
+    "钢琴",
+)
 EN_QUERY = ("green tea", "database backup", "shanghai travel", "deadline friday", "piano")
 ZH_QUERY = ("绿茶", "数据库备份", "上海出差", "截止日期", "钢琴小说")
 
@@ -111,10 +172,15 @@ class Stats:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "acks": self.acks, "recalls": self.recalls, "resumes": self.resumes,
-            "acked": self.acked, "errors": self.errors, "lock_errors": self.lock_errors,
-            "recall_found": self.recall_found, "samples": self.samples,
-        }  # fmt: skip
+            "acks": self.acks,
+            "recalls": self.recalls,
+            "resumes": self.resumes,
+            "acked": self.acked,
+            "errors": self.errors,
+            "lock_errors": self.lock_errors,
+            "recall_found": self.recall_found,
+            "samples": self.samples,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Stats:
@@ -316,10 +382,19 @@ def worker(args: argparse.Namespace) -> None:
 
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "amem", "serve", "--db", str(args.db), "--persona", PERSONA,
-                  "--project", PROJECT],
+            args=[
+                "-m",
+                "amem",
+                "serve",
+                "--db",
+                str(args.db),
+                "--persona",
+                PERSONA,
+                "--project",
+                PROJECT,
+            ],
             env=get_default_environment(),  # no AMEM_* extraction settings leak in
-        )  # fmt: skip
+        )
         with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 (before any load)
             async with (
                 stdio_client(params, errlog=errlog) as (read, write),
@@ -334,10 +409,23 @@ def worker(args: argparse.Namespace) -> None:
 
 def multi_process(db: Path, mode: str, args: argparse.Namespace, run: str) -> Result:
     cmd = [
-        sys.executable, __file__, "--worker", mode, "--db", str(db), "--run", run,
-        "--sessions", str(args.sessions), "--events", str(args.events),
-        "--seed", str(args.seed), "--procs", str(args.procs),
-    ]  # fmt: skip
+        sys.executable,
+        __file__,
+        "--worker",
+        mode,
+        "--db",
+        str(db),
+        "--run",
+        run,
+        "--sessions",
+        str(args.sessions),
+        "--events",
+        str(args.events),
+        "--seed",
+        str(args.seed),
+        "--procs",
+        str(args.procs),
+    ]
     procs = [
         subprocess.Popen(
             [*cmd, "--part", str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -477,9 +565,13 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
         s = r.stats
         ops_s = (len(s.acks) + len(s.recalls) + len(s.resumes)) / r.elapsed
         line = {
-            "bench": "stress", "run": r.name, "sessions": args.sessions,
-            "events_per_session": args.events, "procs": args.procs,
-            "elapsed_s": round(r.elapsed, 3), "ops_per_s": round(ops_s, 1),
+            "bench": "stress",
+            "run": r.name,
+            "sessions": args.sessions,
+            "events_per_session": args.events,
+            "procs": args.procs,
+            "elapsed_s": round(r.elapsed, 3),
+            "ops_per_s": round(ops_s, 1),
             "events_per_s": round(len(s.acks) / r.elapsed, 1),
             "ratio_in_process": round(ops_s / base_ops, 3),
             "ack_p50_ms": round(percentile_ms(s.acks, 0.5), 3),
@@ -488,12 +580,18 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
             "recall_p99_ms": round(percentile_ms(s.recalls, 0.99), 3),
             "resume_p50_ms": round(percentile_ms(s.resumes, 0.5), 3),
             "resume_p99_ms": round(percentile_ms(s.resumes, 0.99), 3),
-            "errors": s.errors, "lock_errors": s.lock_errors, "acked": len(s.acked),
-            "stored": r.stored, "missing": r.missing, "changed": r.changed,
-            "recalls": len(s.recalls), "recall_found": s.recall_found,
-            "wal_bytes_end_of_load": r.wal_loaded, "wal_bytes_closed": r.wal_closed,
+            "errors": s.errors,
+            "lock_errors": s.lock_errors,
+            "acked": len(s.acked),
+            "stored": r.stored,
+            "missing": r.missing,
+            "changed": r.changed,
+            "recalls": len(s.recalls),
+            "recall_found": s.recall_found,
+            "wal_bytes_end_of_load": r.wal_loaded,
+            "wal_bytes_closed": r.wal_closed,
             "db_bytes": r.db_bytes,
-        }  # fmt: skip
+        }
         print(json.dumps(line))
 
 
