@@ -6,20 +6,22 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
-import jieba
+from typing import Any
 
-from amem.search.text import load_dictionary
+from amem.search.text import import_jieba, load_dictionary
+
+jieba = import_jieba()
 
 SAMPLE = "用户喜欢喝乌龙茶，去年搬到了杭州西湖附近"
 
 
-def tokenizer_from(cache: Path) -> jieba.Tokenizer:
+def tokenizer_from(cache: Path) -> Any:
     tokenizer = jieba.Tokenizer()
     load_dictionary(tokenizer, cache)
     return tokenizer
 
 
-def words(tokenizer: jieba.Tokenizer) -> list[str]:
+def words(tokenizer: Any) -> list[str]:
     return list(tokenizer.cut_for_search(SAMPLE))
 
 

@@ -62,16 +62,22 @@ def _jieba() -> object:
     global _tokenizer
     with _lock:
         if _tokenizer is None:
-            with warnings.catch_warnings():  # jieba's source has invalid escape sequences
-                warnings.simplefilter("ignore", DeprecationWarning)
-                warnings.simplefilter("ignore", SyntaxWarning)
-                import jieba
-
+            jieba = import_jieba()
             logging.getLogger("jieba").setLevel(logging.WARNING)  # it logs to stderr at DEBUG
             tokenizer = jieba.Tokenizer()
             load_dictionary(tokenizer, private_cache_dir() / f"jieba-{jieba.__version__}.pickle")
             _tokenizer = tokenizer
         return _tokenizer
+
+
+def import_jieba() -> Any:
+    """The jieba module, imported without the warnings its source raises when it is
+    compiled (invalid escape sequences, deprecated ``pkg_resources``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", SyntaxWarning)
+        import jieba
+    return jieba
 
 
 def load_dictionary(tokenizer: Any, cache: Path) -> None:
