@@ -17,7 +17,7 @@ from test_cli import amem_cli
 import amem
 from amem.limits import LIST_PREVIEW_CHARS, MCP_MAX_RESULT_CHARS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 JAN = "2026-01-01T09:00:00Z"
 FEB = "2026-02-01T09:00:00Z"
@@ -286,6 +286,7 @@ async def test_scopes_count_events_and_current_memories(mem: amem.Memory) -> Non
 # --- MCP -----------------------------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 async def test_memory_list_through_the_mcp_client(anyio_backend: str, tmp_path: Path) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "log") as s:
         for n in range(5):
@@ -317,6 +318,7 @@ async def test_memory_list_through_the_mcp_client(anyio_backend: str, tmp_path: 
         )
 
 
+@pytest.mark.both_backends
 async def test_memory_list_pages_fit_the_result_cap_without_gaps(
     anyio_backend: str, tmp_path: Path
 ) -> None:

@@ -21,7 +21,7 @@ from amem.db.schema import SCHEMA_VERSION
 from amem.store.capacity import INDEX_OVERHEAD
 from amem.testing import FakeOpenAI, database
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 HOME = "我搬到杭州了，离西湖很近。"
 TEA = "I love Longjing tea."
@@ -239,6 +239,7 @@ async def test_bad_limits_are_refused(scope: amem.Scope, value: Any) -> None:
     assert (await scope.status()).capacity.max_events is None
 
 
+@pytest.mark.both_backends
 async def test_concurrent_writers_near_a_limit_never_pass_it(db_path: Path) -> None:
     """Two tasks on each of two ``Memory`` objects (two writer connections, as two
     processes have) race for the last places: exactly the limit is stored."""
@@ -337,6 +338,7 @@ async def test_doctor_finds_miscounted_usage_and_rebuild_counts_it_again(
 # --- MCP and the CLI -----------------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 async def test_memory_status_shows_capacity(anyio_backend: str, tmp_path: Path) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "log") as s:
         await ok(s, "event_submit", text=HOME, role="user", event_id="e1")

@@ -17,7 +17,7 @@ from mcp_client import connect, default_scope, ok, other
 
 import amem
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 EXPRESSED = "2026-05-01T12:00:00Z"
 AS_OF = "2026-06-01T00:00:00Z"
@@ -431,6 +431,7 @@ async def test_render_is_prompt_text_with_a_cited_line_per_item(
     assert text == pack.render() == again.render()
 
 
+@pytest.mark.both_backends
 async def test_the_mcp_resume_budget_defaults_to_4000_tokens(
     anyio_backend: str, tmp_path: Path
 ) -> None:

@@ -30,7 +30,7 @@ import amem
 from amem.store import erasure, tombstones
 from amem.testing import database
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 CAT_AND_PEANUTS = "I have a cat named Mochi. 另外，我对花生过敏。"
 SECRET = "Zanzibar7731 我的秘密暗号是青龙偃月刀"
@@ -444,6 +444,7 @@ async def test_host_replay_skips_and_reports_erased_entries(
     assert ids(db_path, "events") == {"h-2", "h-3"}
 
 
+@pytest.mark.both_backends
 async def test_an_erased_event_is_refused_over_mcp(anyio_backend: str, tmp_path: Path) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
         await ok(s, "event_submit", text=CAT_AND_PEANUTS, role="user", event_id="m-1")

@@ -31,7 +31,7 @@ from amem.inspector.graph import MAX_NODES
 from amem.inspector.source import readable_file
 from tests.helpers import remember
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 SCOPE = {"persona": "assistant", "project": "support"}
 COFFEE_NOTES = 24

@@ -26,7 +26,7 @@ from helpers import dump
 import amem
 from amem.db.schema import SCHEMA_VERSION, V1, V2
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PERSONA, PROJECT = "assistant", "support"
@@ -142,6 +142,7 @@ async def test_export_then_import_reproduces_the_same_archive(tmp_path: Path) ->
     assert rows_a[-1] == json.dumps({"end": True, "rows": 16}, separators=(",", ":"))
 
 
+@pytest.mark.both_backends
 async def test_export_is_one_snapshot_while_a_writer_runs(tmp_path: Path) -> None:
     async with amem.open(tmp_path / "a.db", settings=settings()) as mem:
         s = mem.scope(persona=PERSONA, project=PROJECT)
@@ -363,6 +364,7 @@ def table_row(line: str) -> tuple[str | None, dict[str, Any]]:
 # --- backup and restore ----------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 async def test_backup_while_a_writer_runs_restores_a_consistent_copy(tmp_path: Path) -> None:
     source = tmp_path / "live.db"
     async with amem.open(source, settings=settings()) as mem:
@@ -570,6 +572,7 @@ async def test_doctor_finds_a_healthy_database_healthy(tmp_path: Path) -> None:
     assert report.counts["search_docs"] == 8  # 5 conversation or correction events, 3 memories
 
 
+@pytest.mark.both_backends
 async def test_doctor_reports_what_has_no_vector_and_the_next_open_fills_it(
     tmp_path: Path,
 ) -> None:

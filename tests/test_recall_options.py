@@ -20,7 +20,7 @@ import amem
 from amem.limits import MAX_EXCLUDED_EVENTS
 from amem.testing import FakeOpenAI
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 AS_OF = "2026-06-01T00:00:00Z"
 EARLIER = ("2026-05-01T10:00:00Z", "2026-05-02T10:00:00Z", "2026-05-03T10:00:00Z")
@@ -342,6 +342,7 @@ async def test_every_item_carries_its_source_events_role(scope: amem.Scope) -> N
 # --- MCP -----------------------------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 async def test_mcp_recall_leaves_out_the_turn_merges_and_names_roles(
     anyio_backend: str, tmp_path: Path
 ) -> None:

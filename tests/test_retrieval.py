@@ -32,7 +32,7 @@ from amem.recall import (
 )
 from amem.search.text import STOP_WORDS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 AS_OF = "2026-06-01T00:00:00Z"
 RECENT = "2026-05-01T00:00:00Z"  # 31 days before AS_OF

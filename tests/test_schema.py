@@ -15,7 +15,7 @@ import amem
 from amem.db import schema
 from amem.db.schema import FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 
 def sqlite_value(path: Path, sql: str) -> object:
@@ -154,6 +154,7 @@ async def test_a_foreign_file_left_mid_write_is_still_refused_as_foreign(db_path
     assert sqlite_value(db_path, "select count(*) from notes") == 0  # rolled back, kept
 
 
+@pytest.mark.both_backends
 async def test_concurrent_first_start_in_one_process_migrates_once(db_path: Path) -> None:
     receipts: list[amem.EventReceipt] = []
 

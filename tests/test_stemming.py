@@ -31,7 +31,7 @@ from amem.db.schema import SCHEMA_VERSION, migrate
 from amem.ops import doctor
 from amem.search import text
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 PERSONA, PROJECT = "assistant", "support"
 CHILDREN = Path(__file__).resolve().parent / "children"
@@ -284,6 +284,7 @@ def assert_still_old(path: Path) -> None:
     assert str(tokens).endswith(" i am reading two books")
 
 
+@pytest.mark.both_backends
 async def test_a_killed_migration_leaves_the_old_file_which_migrates_on_reopen(
     anyio_backend: str, tmp_path: Path
 ) -> None:
@@ -305,6 +306,7 @@ async def test_a_killed_migration_leaves_the_old_file_which_migrates_on_reopen(
     assert sqlite_value(path, "select count(*) from search_docs") == BIG
 
 
+@pytest.mark.both_backends
 async def test_another_process_opening_during_the_migration_waits_for_it(
     anyio_backend: str, tmp_path: Path
 ) -> None:

@@ -22,7 +22,7 @@ import amem
 from amem.db.schema import SCHEMA_VERSION
 from amem.models import DEFAULT_TIERS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 SESSION = "task-1"
 AT = "2026-03-01T09:00:00+00:00"
@@ -539,6 +539,7 @@ async def test_a_compacted_memory_survives_consolidation(scope: amem.Scope) -> N
 # --- MCP and the command line -------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 async def test_mcp_tools_pin_consolidate_and_compact(anyio_backend: str, tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     async with connect(db, other(anyio_backend), tmp_path / "server.log") as s:
