@@ -31,7 +31,8 @@ from typing import Any
 
 import anyio
 import pytest
-from test_ops import PERSONA, PROJECT, amem_cli, dump, populate
+from helpers import amem_cli
+from test_ops import PERSONA, PROJECT, dump, populate
 from test_ops import good_archive as good_archive  # a fixture, shared
 
 import amem

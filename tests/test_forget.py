@@ -14,17 +14,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from helpers import file_bytes, remember
+from helpers import amem_cli, dump, file_bytes, remember, rows
 from mcp_client import MARKER, connect, ok, other, refused
-from test_cli import amem_cli
-from test_ops import dump
 
 import amem
 from amem.store import erasure, tombstones
@@ -47,11 +43,6 @@ async def cat_and_peanuts(scope: amem.Scope) -> tuple[amem.MemoryRecord, amem.Me
           "basis": "user_statement", "subject": "user", "fact_key": "allergy"}],
     )  # fmt: skip
     return cat, allergy
-
-
-def rows(db_path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    with closing(sqlite3.connect(db_path)) as conn:
-        return conn.execute(sql, params).fetchall()
 
 
 def ids(db_path: Path, table: str) -> set[str]:

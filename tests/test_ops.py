@@ -10,10 +10,7 @@ aimed at.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -21,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import dump
+from helpers import amem_cli, dump
 
 import amem
 from amem.db.schema import SCHEMA_VERSION, V1, V2
@@ -83,14 +80,6 @@ def archive_lines(path: Path) -> tuple[dict[str, Any], list[str]]:
 
 def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
-
-
-def amem_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMEM_")}
-    return subprocess.run(
-        [sys.executable, "-m", "amem", *map(str, args)],
-        capture_output=True, text=True, timeout=60, env=env,
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import amem_cli, cli_ok
 from mcp_client import MARKER, connect, ok, other, refused
-from test_cli import amem_cli
 
 import amem
 from amem.limits import MAX_EXCLUDED_EVENTS
@@ -389,12 +389,6 @@ async def test_mcp_recall_leaves_out_the_turn_merges_and_names_roles(
 
 
 # --- CLI -----------------------------------------------------------------------------------
-
-
-def cli_ok(*args: str) -> str:
-    result = amem_cli(*args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_cli_recall_leaves_out_the_turn_and_shows_role_and_occurrences(tmp_path: Path) -> None:

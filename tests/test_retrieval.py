@@ -12,8 +12,10 @@ import sqlite3
 import uuid
 from contextlib import closing
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 
+import helpers
 import pytest
 from helpers import undo_v9
 from hypothesis import HealthCheck, given, settings
@@ -52,24 +54,8 @@ IN_BOTH_LANGUAGES = pytest.mark.parametrize(
 )
 """The same preference said in English and in Chinese: ranking must not depend on which."""
 
-
-async def derive(
-    scope: amem.Scope,
-    event: str,
-    text: str,
-    quote: str,
-    *,
-    at: str = RECENT,
-    role: str = "user",
-    kind: str = "fact",
-    basis: str = "user_statement",
-    **extra: object,
-) -> amem.MemoryRecord:
-    """One event and one memory derived from it."""
-    receipt = await scope.submit_event(event, role=role, occurred_at=at)
-    draft = {"text": text, "quote": quote, "kind": kind, "basis": basis, **extra}
-    [memory] = await scope.add_memories(receipt.event_id, [draft])
-    return memory
+derive = partial(helpers.derive, at=RECENT)
+"""One event and one memory derived from it, said ``RECENT``ly unless ``at`` says when."""
 
 
 async def found(scope: amem.Scope, query: str) -> list[str]:
