@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import amem_cli, cli_ok, rows
+from helpers import amem_cli, amem_process, cli_ok, rows
 
 import amem
 from amem.cli.demo import SAMPLE_CONVERSATION
@@ -145,6 +145,24 @@ def test_installed_script_runs_like_python_m_amem() -> None:
     )
     assert result.returncode == 0
     assert result.stdout.startswith("usage: amem recall")
+
+
+def test_python_m_amem_exits_with_the_commands_status(tmp_path: Path) -> None:
+    """The rest of this file calls ``main`` in process; here ``python -m amem`` runs as a
+    real process once: its exit status is the command's, its output goes where it says."""
+    db = ["--db", str(tmp_path / "m.db")]
+    stored = amem_process("submit", "我搬到杭州了。", "--event-id", "m-1", *db)
+    assert (stored.returncode, stored.stdout) == (
+        0,
+        "stored m-1 (seq 1, stored) in default/default\n",
+    )
+    assert stored.stderr == ""
+    refused = amem_process("read", "nope", *db)
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr.startswith("amem: error: not_found: ")
+    misused = amem_process("recall", *db)
+    assert (misused.returncode, misused.stdout) == (2, "")
+    assert "usage: amem recall" in misused.stderr
 
 
 # --- the demo's story, checked against what it prints -----------------------------------------
