@@ -1,4 +1,21 @@
-"""Every async test runs on asyncio and on trio; a missing trio fails the run."""
+"""Which event loops an async test runs on, and the fixtures most tests share.
+
+An async test runs on asyncio and on trio where the backend can change the outcome: the
+database drivers and the writer actor, cancellation and timeouts, the MCP server, the agent
+loop (``AgentSession``), the framework adapters, the embedding and extraction pipelines,
+capture, durability and kill tests, and several processes sharing one file. Those are built
+on anyio's primitives, whose scheduling, cancellation and thread hand-offs differ between
+the two loops; a bug there shows on one backend only.
+
+A module (or a test) marked ``one_backend`` checks logic the event loop cannot change:
+ranking, tokenizing, input validation, temporal rules, what SQL returns, the docs, the
+command line's argument handling, the inspector's HTML. It runs on asyncio only; running
+it on trio as well would only run the same code twice. In such a module a test marked
+``both_backends`` (e.g. one that drives the MCP server) still runs on both.
+
+A test that parametrizes ``anyio_backend`` itself (an SDK that runs on asyncio only) keeps
+its own list. A missing trio fails the run, never skips it.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +27,32 @@ import trio  # noqa: F401  (imported so a missing trio is an error, never a skip
 
 import amem
 
+BACKENDS = ("asyncio", "trio")
 
-@pytest.fixture(params=["asyncio", "trio"])
+
+def backends_for(definition: pytest.Function) -> tuple[str, ...]:
+    """The backends a test runs on: both, unless it is marked ``one_backend`` (and not
+    ``both_backends``)."""
+    if definition.get_closest_marker("both_backends") is not None:
+        return BACKENDS
+    if definition.get_closest_marker("one_backend") is not None:
+        return BACKENDS[:1]
+    return BACKENDS
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "anyio_backend" not in metafunc.fixturenames:
+        return
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names = marker.args[0]
+        if isinstance(names, str):
+            names = [name.strip() for name in names.split(",")]
+        if "anyio_backend" in names:
+            return  # the test names its backends itself
+    metafunc.parametrize("anyio_backend", backends_for(metafunc.definition), indirect=True)
+
+
+@pytest.fixture
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

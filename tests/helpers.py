@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import sqlite3
+import subprocess
+import sys
+import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 import anyio.lowlevel
 
 import amem
+from amem.cli import main
 from amem.db.schema import V1
 
 T = TypeVar("T")
@@ -19,15 +27,183 @@ T = TypeVar("T")
 JAN = "2026-01-01T00:00:00Z"
 
 
+# --- the amem command ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a run of the ``amem`` command left: its exit status and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The test's environment without the user's ``AMEM_*`` settings, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMEM_")}
+    return {**env, **(extra or {})}
+
+
+@contextlib.contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` is ``env`` inside the block, and what it was again after it."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def amem_cli(
+    *args: str | Path,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+) -> Ran:
+    """``amem ARGS`` in this process: ``amem.cli.main(argv)`` with stdin holding ``input``
+    (a real file: commands read its descriptor), stdout and stderr captured, in ``cwd``,
+    with ``clean_env(env)`` as the environment. ``--help`` exits through ``SystemExit``
+    like the installed script."""
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        io.TextIOWrapper(tempfile.TemporaryFile(), encoding="utf-8") as text_in,
+        environment(clean_env(env)),
+        contextlib.chdir(cwd) if cwd else contextlib.nullcontext(),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        text_in.buffer.write((input or "").encode())
+        text_in.buffer.seek(0)
+        saved_stdin, sys.stdin = sys.stdin, text_in
+        try:
+            status = main([str(arg) for arg in args])
+        except SystemExit as exc:
+            status = exc.code if isinstance(exc.code, int) else 1
+        finally:
+            sys.stdin = saved_stdin
+    return Ran(status, out.getvalue(), err.getvalue())
+
+
+def amem_process(*args: str | Path, **options: Any) -> subprocess.CompletedProcess[str]:
+    """``python -m amem ARGS`` as a real process (for what only a process shows: the
+    installed entry point, signals, exit, a kill), with ``clean_env(env)`` as its
+    environment; ``options`` go to ``subprocess.run``."""
+    env = clean_env(options.pop("env", None))
+    command = [sys.executable, "-m", "amem", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, **options)
+
+
+def cli_ok(*args: str | Path, **options: Any) -> str:
+    """Run a command that must succeed (``amem_cli``); return its stdout (stderr carries
+    no error)."""
+    result = amem_cli(*args, **options)
+    assert result.returncode == 0, result.stderr
+    assert "error" not in result.stderr
+    return result.stdout
+
+
+# --- writing through the API ---------------------------------------------------------------
+
+
+async def derive(
+    scope: amem.Scope,
+    event: str,
+    text: str | None = None,
+    quote: str | None = None,
+    *,
+    event_id: str | None = None,
+    role: str = "user",
+    session: str | None = None,
+    at: str = JAN,
+    kind: str = "fact",
+    basis: str | None = None,
+    **draft: object,
+) -> amem.MemoryRecord:
+    """An event saying ``event`` and one memory derived from it: ``text`` (default
+    ``Memory of <event>``) quoting ``quote`` (default: all of it), on the basis of what
+    the event's role says (a user statement, else an assistant expression) unless
+    ``basis`` names another."""
+    receipt = await scope.submit_event(
+        event, role=role, event_id=event_id, session=session, occurred_at=at
+    )
+    basis = basis or ("user_statement" if role == "user" else "assistant_expression")
+    fields = {
+        "text": text or f"Memory of {event}",
+        "quote": event if quote is None else quote,
+        "kind": kind,
+        "basis": basis,
+        **draft,
+    }
+    [memory] = await scope.add_memories(receipt.event_id, [fields])
+    return memory
+
+
 async def remember(
     scope: amem.Scope, event_id: str, text: str, quote: str, *, at: str = JAN, **draft: object
 ) -> amem.MemoryRecord:
     """A user event ``text`` in session ``s`` and one fact quoting ``quote`` from it."""
-    await scope.submit_event(text, role="user", event_id=event_id, session="s", occurred_at=at)
-    fields = {"text": f"User said: {quote}", "quote": quote, "kind": "fact",
-              "basis": "user_statement", **draft}  # fmt: skip
-    [memory] = await scope.add_memories(event_id, [fields])
-    return memory
+    return await derive(
+        scope, text, f"User said: {quote}", quote, event_id=event_id, session="s", at=at, **draft
+    )
+
+
+async def remember_each(
+    scope: amem.Scope, *texts: str, at: str = "2026-03-01T10:00:00+08:00"
+) -> list[str]:
+    """One user event per text, each with one fact saying exactly it; the facts' IDs."""
+    return [(await derive(scope, text, text, at=at)).id for text in texts]
+
+
+# --- reading a database file outside amem --------------------------------------------------
+
+
+def rows(path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """What ``sql`` returns from the file at ``path``, read with plain sqlite3 on a
+    read-only connection (it never changes the file, not even by a checkpoint)."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def value(path: Path, sql: str, *params: object) -> Any:
+    """The first column of the first row ``sql`` returns from the file at ``path``."""
+    return rows(path, sql, *params)[0][0]
+
+
+class EventRow(NamedTuple):
+    seq: int
+    persona: str
+    project: str
+    session: str | None
+    role: str
+    category: str
+    text: str
+
+
+@dataclass(frozen=True)
+class FileReport:
+    """A database file as plain sqlite3 sees it, with amem closed (or killed)."""
+
+    user_version: int
+    integrity: list[tuple[str]]
+    events: dict[str, EventRow]
+    """Every event row, by ID."""
+
+
+def inspect_file(db_path: Path) -> FileReport:
+    """The file's schema version, its integrity check and every event row. The connection
+    may write: it recovers what a killed process left (a hot journal, a WAL)."""
+    with closing(sqlite3.connect(db_path)) as conn:
+        user_version = conn.execute("pragma user_version").fetchone()[0]
+        integrity = conn.execute("pragma integrity_check").fetchall()
+        found = conn.execute(
+            "select id, seq, persona, project, session, role, category, text from events"
+        )
+        events = {event_id: EventRow(*row) for event_id, *row in found}
+    return FileReport(user_version, integrity, events)
 
 
 INDEX_LAYOUT = ("search_fts_data", "search_fts_idx", "search_fts_config")

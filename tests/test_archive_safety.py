@@ -31,13 +31,14 @@ from typing import Any
 
 import anyio
 import pytest
-from test_ops import PERSONA, PROJECT, amem_cli, dump, populate
+from helpers import amem_cli
+from test_ops import PERSONA, PROJECT, dump, populate
 from test_ops import good_archive as good_archive  # a fixture, shared
 
 import amem
 from amem.ops.files import HOST
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 ROOT = Path(__file__).resolve().parent.parent
 BULK_EVENTS = 80_000
@@ -272,7 +273,7 @@ def test_the_next_command_on_the_database_removes_a_killed_copy(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.both_backends
 async def test_an_erasure_removes_a_copy_killed_while_the_database_was_open(
     tmp_path: Path, out: Path, big_db: Path
 ) -> None:
@@ -474,6 +475,7 @@ def test_import_memory_does_not_grow_with_the_archive(tmp_path: Path, bench: Mod
     assert peaks[1] - peaks[0] < 40, peaks  # holding the archive: about 140 MB more
 
 
+@pytest.mark.both_backends
 async def test_import_reports_progress_from_off_the_event_loop(
     tmp_path: Path, bench: ModuleType
 ) -> None:

@@ -6,41 +6,28 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
+import helpers
 import pytest
+from helpers import amem_cli
 from mcp_client import MARKER, connect, ok, other, refused
-from test_cli import amem_cli
 
 import amem
 from amem.limits import LIST_PREVIEW_CHARS, MCP_MAX_RESULT_CHARS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 JAN = "2026-01-01T09:00:00Z"
 FEB = "2026-02-01T09:00:00Z"
 MAR = "2026-03-01T09:00:00Z"
 
 
-async def derive(
-    scope: amem.Scope,
-    event_id: str,
-    text: str,
-    *,
-    role: str = "user",
-    session: str = "s1",
-    at: str = JAN,
-    kind: str = "fact",
-    **draft: Any,
-) -> amem.MemoryRecord:
-    """An event ``text`` and one memory of ``kind`` quoting all of it."""
-    await scope.submit_event(text, role=role, event_id=event_id, session=session, occurred_at=at)
-    basis = "user_statement" if role == "user" else "assistant_expression"
-    fields = {"text": f"Memory of {text}", "quote": text, "kind": kind, "basis": basis, **draft}
-    [memory] = await scope.add_memories(event_id, [fields])
-    return memory
+derive = partial(helpers.derive, session="s1", at=JAN)
+"""An event and one memory quoting all of it, in session ``s1`` in January unless told."""
 
 
 async def every_page(scope: amem.Scope, what: str = "memories", **filters: Any) -> list[str]:
@@ -56,9 +43,9 @@ async def every_page(scope: amem.Scope, what: str = "memories", **filters: Any) 
 
 
 async def test_list_shows_current_memories_newest_first_with_totals(scope: amem.Scope) -> None:
-    tea = await derive(scope, "e1", "I love green tea", kind="preference")
-    home = await derive(scope, "e2", "I live in Hangzhou", subject="user", fact_key="home")
-    said = await derive(scope, "e3", "我会提醒你喝水", role="assistant", session="s2",
+    tea = await derive(scope, "I love green tea", event_id="e1", kind="preference")
+    home = await derive(scope, "I live in Hangzhou", event_id="e2", subject="user", fact_key="home")
+    said = await derive(scope, "我会提醒你喝水", event_id="e3", role="assistant", session="s2",
                         kind="agreement")  # fmt: skip
     await scope.submit_event("no memory from this one", role="user", event_id="e4")
 
@@ -83,9 +70,11 @@ async def test_list_shows_current_memories_newest_first_with_totals(scope: amem.
 
 
 async def test_each_memory_filter(scope: amem.Scope) -> None:
-    jan = await derive(scope, "e1", "January tea", at=JAN, kind="preference")
-    feb = await derive(scope, "e2", "February walk", at=FEB, session="s2", kind="episode")
-    mar = await derive(scope, "e3", "March promise", at=MAR, role="assistant", kind="agreement")
+    jan = await derive(scope, "January tea", event_id="e1", at=JAN, kind="preference")
+    feb = await derive(scope, "February walk", event_id="e2", at=FEB, session="s2", kind="episode")
+    mar = await derive(
+        scope, "March promise", event_id="e3", at=MAR, role="assistant", kind="agreement"
+    )
 
     async def ids(**filters: Any) -> list[str]:
         page = await scope.list(**filters)
@@ -107,9 +96,13 @@ async def test_each_memory_filter(scope: amem.Scope) -> None:
 
 
 async def test_revoked_and_expired_memories_only_when_asked(scope: amem.Scope) -> None:
-    old = await derive(scope, "e1", "I live in Beijing", at=JAN, subject="user", fact_key="home")
-    new = await derive(scope, "e2", "I live in Shanghai", at=FEB, subject="user", fact_key="home")
-    wrong = await derive(scope, "e3", "I like coffee", at=FEB, kind="preference")
+    old = await derive(
+        scope, "I live in Beijing", event_id="e1", at=JAN, subject="user", fact_key="home"
+    )
+    new = await derive(
+        scope, "I live in Shanghai", event_id="e2", at=FEB, subject="user", fact_key="home"
+    )
+    wrong = await derive(scope, "I like coffee", event_id="e3", at=FEB, kind="preference")
     fixed = await scope.correct(wrong.id, "User likes tea", reason="misheard")
 
     current = await scope.list()
@@ -131,7 +124,9 @@ async def test_revoked_and_expired_memories_only_when_asked(scope: amem.Scope) -
 
 
 async def test_a_future_fact_is_listed_and_not_expired(scope: amem.Scope) -> None:
-    soon = await derive(scope, "e1", "I will move to Berlin", valid_at="2999-01-01T00:00:00Z")
+    soon = await derive(
+        scope, "I will move to Berlin", event_id="e1", valid_at="2999-01-01T00:00:00Z"
+    )
     [item] = (await scope.list()).items
     assert (item.id, item.expired) == (soon.id, False)
 
@@ -183,7 +178,7 @@ async def test_pages_neither_repeat_nor_skip_while_new_rows_are_written(
     scope: amem.Scope, what: str
 ) -> None:
     for n in range(23):
-        await derive(scope, f"e{n}", f"fact number {n}")
+        await derive(scope, f"fact number {n}", event_id=f"e{n}")
     before = await every_page(scope, what, limit=100)
     assert len(before) == 23
 
@@ -195,7 +190,7 @@ async def test_pages_neither_repeat_nor_skip_while_new_rows_are_written(
         if (cursor := page.next_cursor) is None:
             break
         for _ in range(3):  # writes between pages land before the first page
-            await derive(scope, f"e{n}", f"written while paging {n}")
+            await derive(scope, f"written while paging {n}", event_id=f"e{n}")
             n += 1
     assert seen == before
     assert len(set(seen)) == len(seen)
@@ -204,7 +199,7 @@ async def test_pages_neither_repeat_nor_skip_while_new_rows_are_written(
 async def test_a_cursor_only_continues_its_own_listing(mem: amem.Memory) -> None:
     scope = mem.scope("assistant", "support")
     for n in range(3):
-        await derive(scope, f"e{n}", f"fact {n}")
+        await derive(scope, f"fact {n}", event_id=f"e{n}")
     cursor = (await scope.list(limit=1)).next_cursor
     assert cursor is not None
     assert len((await scope.list(cursor=cursor, limit=1)).items) == 1
@@ -268,10 +263,10 @@ async def test_bad_list_arguments_are_refused_without_echo(
 async def test_scopes_count_events_and_current_memories(mem: amem.Memory) -> None:
     assert await mem.scopes() == []
     a, b = mem.scope("alice", "chat"), mem.scope("bob", "chat")
-    wrong = await derive(a, "a1", "I like coffee")
+    wrong = await derive(a, "I like coffee", event_id="a1")
     await a.correct(wrong.id, "User likes tea")  # a correction event; one memory revoked
     await a.submit_event("just words", role="user", event_id="a2")
-    await derive(b, "b1", "I like cats")
+    await derive(b, "I like cats", event_id="b1")
     await mem.scope("carol", "x").submit_event("to be deleted", role="user", event_id="c1")
     await mem.scope("carol", "x").delete(event_id="c1")
 
@@ -286,6 +281,7 @@ async def test_scopes_count_events_and_current_memories(mem: amem.Memory) -> Non
 # --- MCP -----------------------------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 async def test_memory_list_through_the_mcp_client(anyio_backend: str, tmp_path: Path) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "log") as s:
         for n in range(5):
@@ -317,6 +313,7 @@ async def test_memory_list_through_the_mcp_client(anyio_backend: str, tmp_path: 
         )
 
 
+@pytest.mark.both_backends
 async def test_memory_list_pages_fit_the_result_cap_without_gaps(
     anyio_backend: str, tmp_path: Path
 ) -> None:
@@ -351,8 +348,8 @@ async def test_memory_list_pages_fit_the_result_cap_without_gaps(
 async def fill(db: Path) -> None:
     async with amem.open(db, settings=amem.Settings()) as memory:
         scope = memory.scope()
-        await derive(scope, "e1", "I live in\nHangzhou", subject="user", fact_key="home")
-        await derive(scope, "e2", "I love tea", kind="preference", at=FEB)
+        await derive(scope, "I live in\nHangzhou", event_id="e1", subject="user", fact_key="home")
+        await derive(scope, "I love tea", event_id="e2", kind="preference", at=FEB)
         await scope.submit_event("hello there", role="assistant", event_id="e3", session="s9")
         await memory.scope("bob", "work").submit_event("bob's note", role="user")
 

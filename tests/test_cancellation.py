@@ -20,7 +20,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
-from helpers import cancel_ticks, cancelled_after
+from helpers import cancel_ticks, cancelled_after, inspect_file
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
@@ -199,7 +199,7 @@ async def test_cancelling_the_open_block_keeps_acknowledged_writes(
         final = await submit(scope, "final-0")
         assert not final.duplicate
 
-    user_version, integrity, torn = await anyio.to_thread.run_sync(inspect_file, db_path)
+    user_version, integrity, torn = await anyio.to_thread.run_sync(checked_file, db_path)
     assert integrity == [("ok",)]
     assert user_version == SCHEMA_VERSION
     assert torn == []
@@ -242,7 +242,7 @@ async def test_cancelled_open_leaves_a_usable_file_and_nothing_running(
             receipt = await submit(scope, f"first-{number}")
             assert not receipt.duplicate
             assert await stored_seq(scope, f"first-{number}") == receipt.seq
-        user_version, integrity, torn = await anyio.to_thread.run_sync(inspect_file, db_path)
+        user_version, integrity, torn = await anyio.to_thread.run_sync(checked_file, db_path)
         assert integrity == [("ok",)]
         assert user_version == SCHEMA_VERSION
         assert torn == []
@@ -262,17 +262,15 @@ async def stray_threads() -> list[str]:
     return [thread.name for thread in stray if thread.is_alive()]
 
 
-def inspect_file(db_path: Path) -> tuple[int, list[tuple[str]], list[str]]:
+def checked_file(db_path: Path) -> tuple[int, list[tuple[str]], list[str]]:
     """Schema version, integrity check, and events whose row is not what was submitted."""
-    with closing(sqlite3.connect(db_path)) as conn:
-        user_version = conn.execute("pragma user_version").fetchone()[0]
-        integrity = conn.execute("pragma integrity_check").fetchall()
-        torn = [
-            event_id
-            for event_id, text in conn.execute("select id, text from events")
-            if not event_id.startswith("barrier-") and text != common.payload(event_id)
-        ]
-    return user_version, integrity, torn
+    report = inspect_file(db_path)
+    torn = [
+        event_id
+        for event_id, row in report.events.items()
+        if not event_id.startswith("barrier-") and row.text != common.payload(event_id)
+    ]
+    return report.user_version, report.integrity, torn
 
 
 # --- reads that nobody waits for stop ----------------------------------------------------------

@@ -12,16 +12,15 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import undo_v7
+from helpers import amem_cli, undo_v7, value
 from mcp_client import MARKER, connect, ok, other
-from test_cli import amem_cli
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
 from amem.store.capacity import INDEX_OVERHEAD
 from amem.testing import FakeOpenAI, database
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 HOME = "我搬到杭州了，离西湖很近。"
 TEA = "I love Longjing tea."
@@ -31,16 +30,11 @@ def utf8(*texts: str) -> int:
     return sum(len(text.encode()) for text in texts)
 
 
-def rows(db: Path, sql: str) -> Any:
-    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-        return conn.execute(sql).fetchone()[0]
-
-
 def counts(db: Path) -> tuple[int, int, int]:
     return (
-        rows(db, "select count(*) from events"),
-        rows(db, "select count(*) from memories"),
-        rows(db, "select count(*) from search_docs"),
+        value(db, "select count(*) from events"),
+        value(db, "select count(*) from memories"),
+        value(db, "select count(*) from search_docs"),
     )
 
 
@@ -78,7 +72,7 @@ async def test_capacity_counts_what_was_written_exactly(mem: amem.Memory, db_pat
     assert (capacity.persona, capacity.project) == ("assistant", "support")
     assert (capacity.events, capacity.memories) == (2, 1)
     assert capacity.text_bytes == utf8(HOME, TEA, "User lives in 杭州")
-    tokens = rows(db_path, "select sum(length(cast(tokens as blob))) from search_docs "
+    tokens = value(db_path, "select sum(length(cast(tokens as blob))) from search_docs "
                            "where persona = 'assistant'")  # fmt: skip
     assert capacity.index_bytes == round(tokens * INDEX_OVERHEAD)
     assert capacity.vector_bytes == 0
@@ -86,7 +80,7 @@ async def test_capacity_counts_what_was_written_exactly(mem: amem.Memory, db_pat
     assert capacity.file_bytes == db_path.stat().st_size
     wal = Path(f"{db_path}-wal")
     assert capacity.wal_bytes == (wal.stat().st_size if wal.exists() else 0)
-    free, page = rows(db_path, "pragma freelist_count"), rows(db_path, "pragma page_size")
+    free, page = value(db_path, "pragma freelist_count"), value(db_path, "pragma page_size")
     assert capacity.free_bytes == free * page
     assert status.memory_kinds["fact"] == 1
     assert sum(status.memory_kinds.values()) == status.memories == 1
@@ -137,7 +131,7 @@ async def test_a_file_from_schema_6_is_counted_when_it_migrates(db_path: Path) -
         conn.commit()
     async with amem.open(db_path) as mem:
         migrated = (await mem.scope("p", "q").status()).capacity
-    assert rows(db_path, "pragma user_version") == SCHEMA_VERSION == 10
+    assert value(db_path, "pragma user_version") == SCHEMA_VERSION == 10
     counted = {"events", "memories", "text_bytes", "index_bytes"}
     assert migrated.model_dump(include=counted) == expected.model_dump(include=counted)
 
@@ -239,6 +233,7 @@ async def test_bad_limits_are_refused(scope: amem.Scope, value: Any) -> None:
     assert (await scope.status()).capacity.max_events is None
 
 
+@pytest.mark.both_backends
 async def test_concurrent_writers_near_a_limit_never_pass_it(db_path: Path) -> None:
     """Two tasks on each of two ``Memory`` objects (two writer connections, as two
     processes have) race for the last places: exactly the limit is stored."""
@@ -259,7 +254,7 @@ async def test_concurrent_writers_near_a_limit_never_pass_it(db_path: Path) -> N
             for memory, name in ((first, "a"), (first, "b"), (second, "c"), (second, "d")):
                 tg.start_soon(writer, memory, name)
         status = await second.scope("p", "q").status()
-    assert rows(db_path, "select count(*) from events") == limit
+    assert value(db_path, "select count(*) from events") == limit
     assert status.capacity.events == limit
     assert refused == ["capacity_exceeded"] * (4 * 20 - limit)
 
@@ -337,6 +332,7 @@ async def test_doctor_finds_miscounted_usage_and_rebuild_counts_it_again(
 # --- MCP and the CLI -----------------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 async def test_memory_status_shows_capacity(anyio_backend: str, tmp_path: Path) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "log") as s:
         await ok(s, "event_submit", text=HOME, role="user", event_id="e1")
@@ -371,7 +367,7 @@ def test_cli_status_and_limits(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stderr.startswith("amem: error: capacity_exceeded: ")
     assert MARKER not in result.stderr
-    assert rows(Path(db), "select count(*) from events") == 2
+    assert value(Path(db), "select count(*) from events") == 2
 
     for bad in (["--max-events", MARKER], ["--max-events", "0"], ["--clear", "--max-events", "3"]):
         result = amem_cli("limits", "--db", db, *bad)

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from helpers import cancel_ticks, cancelled_after
 
 import amem
@@ -60,24 +61,31 @@ def ids(entries: list[dict[str, Any]]) -> list[str]:
 
 
 def _snapshot(db_path: Path, persona: str, project: str, instance: str) -> tuple[int, list[str]]:
+    if not db_path.exists():
+        return 0, []
     with closing(sqlite3.connect(db_path)) as conn:
         # One read transaction: a shielded write of a cancelled caller may commit meanwhile.
         conn.execute("begin")
-        if not conn.execute("select 1 from sqlite_master where name = 'events'").fetchone():
-            return 0, []  # a process killed while it created the file, before it migrated
-        row = conn.execute(
-            "select position from capture_cursors where persona = ? and project = ? "
-            "and instance = ?",
-            (persona, project, instance),
-        ).fetchone()
-        stored = [
-            r[0]
-            for r in conn.execute(
-                "select id from events where persona = ? and project = ? "
-                "and category != 'correction' order by seq",
-                (persona, project),
-            )
-        ]
+        # A process killed while it created the file leaves it part-way through its
+        # migrations (one transaction each): without some tables, and nothing captured.
+        tables = {name for (name,) in conn.execute("select name from sqlite_master")}
+        row = None
+        if "capture_cursors" in tables:
+            row = conn.execute(
+                "select position from capture_cursors where persona = ? and project = ? "
+                "and instance = ?",
+                (persona, project, instance),
+            ).fetchone()
+        stored = []
+        if "events" in tables:
+            stored = [
+                r[0]
+                for r in conn.execute(
+                    "select id from events where persona = ? and project = ? "
+                    "and category != 'correction' order by seq",
+                    (persona, project),
+                )
+            ]
     return (0 if row is None else row[0]), stored
 
 
@@ -391,33 +399,75 @@ async def test_cancelled_capture_is_all_or_nothing_and_replays(mem: amem.Memory)
     assert sum(outcomes.values()) >= 1, outcomes
 
 
+STARTED = """
+import sys
+from amem.cli import main
+from amem.search.text import tokens
+tokens("预热")  # the segmenter's dictionary, which the command would load first
+print("started", flush=True)
+sys.exit(main(sys.argv[1:]))
+"""
+"""``amem ARGS`` in a child that says on stdout when its imports are done, the segmenter's
+dictionary is loaded (a second of the command's start otherwise) and the command starts:
+the moment from which a kill lands in the command itself, not in Python's start."""
+
+KILL_ROUNDS = 5
+GROWTH = 200
+"""The transcript grows by this many entries in each of the first ``KILL_ROUNDS`` runs,
+then by 10 per run (1,200 entries in all, for the last run)."""
+KILL_WINDOW = 0.5
+"""Seconds after the command started within which a kill lands at first: about as long as
+the command takes here unloaded. After each kill that came too late (the child had
+committed), the window halves."""
+
+
+def grown(number: int) -> int:
+    """How many entries the transcript holds in kill round ``number``: always more than
+    before, so that every run has something to commit."""
+    if number < KILL_ROUNDS:
+        return GROWTH * (number + 1)
+    return GROWTH * KILL_ROUNDS + 10 * (number - KILL_ROUNDS + 1)
+
+
 async def test_capture_killed_mid_ingest_replays_cleanly(
     anyio_backend: str, tmp_path: Path
 ) -> None:
-    """``amem host-ingest`` killed with SIGKILL at random moments, on a growing transcript.
+    """``amem host-ingest`` killed with SIGKILL at random moments after it started, on a
+    growing transcript.
 
     After every kill the file holds exactly the entries below its cursor, in order; the
-    next run picks up from there, and the last one ends with each entry stored once.
+    next run picks up from there, and the last one ends with each entry stored once. The
+    kills continue until one has come before a commit (a loaded machine may be slow to
+    get there; the window shrinks each time the child was faster), then the last run
+    captures the whole transcript uninterrupted.
     """
     rng = random.Random(f"capture-kill/{anyio_backend}")
     db_path = tmp_path / "memory.db"
     path = tmp_path / "transcript.jsonl"
     entries = transcript(1200)
     outcomes: dict[str, int] = {"killed before commit": 0, "committed": 0}
-    rounds = 5
-    for number in range(rounds + 1):
-        size = len(entries) * (number + 1) // (rounds + 1)
+    window, number = KILL_WINDOW, 0
+    while True:
+        final = number >= KILL_ROUNDS and outcomes["killed before commit"] > 0
+        assert number < 4 * KILL_ROUNDS, f"no kill came before a commit: {outcomes}"
+        size = len(entries) if final else grown(number)
         path.write_text(
             "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries[:size]),
             encoding="utf-8",
         )
-        before, _ = await snapshot(db_path) if db_path.exists() else (0, [])
-        command = [sys.executable, "-m", "amem", "host-ingest", str(path), "--instance", INSTANCE]
-        command += ["--db", str(db_path), "--persona", "assistant", "--project", "support"]
-        command += ["--backend", anyio_backend]
+        before, _ = await snapshot(db_path)
+        command = [sys.executable, "-c", STARTED, "host-ingest", str(path), "--instance"]
+        command += [INSTANCE, "--db", str(db_path), "--persona", "assistant"]
+        command += ["--project", "support", "--backend", anyio_backend]
         async with await anyio.open_process(command, stdout=PIPE, stderr=PIPE) as process:
-            if number < rounds:
-                with anyio.move_on_after(rng.uniform(0.2, 2.0)):
+            assert process.stdout is not None
+            with anyio.fail_after(60):  # a bound on the imports, not a timing assertion
+                assert (
+                    await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 100)
+                    == b"started"
+                )
+            if not final:
+                with anyio.move_on_after(rng.uniform(0, window)):
                     await process.wait()
                 if process.returncode is None:
                     process.send_signal(signal.SIGKILL)
@@ -428,13 +478,18 @@ async def test_capture_killed_mid_ingest_replays_cleanly(
         cursor, stored = await snapshot(db_path)
         assert stored == ids(entries[:cursor]), f"round {number}: not exactly the captured part"
         assert cursor in (before, size), f"round {number}: cursor {cursor}"
-        if returncode == -signal.SIGKILL:
-            outcomes["killed before commit" if cursor == before else "committed"] += 1
-        else:
+        if final:
             assert returncode == 0, stderr
             assert cursor == size
+            break
+        if returncode == -signal.SIGKILL and cursor == before:
+            outcomes["killed before commit"] += 1
+        else:
+            assert returncode in (0, -signal.SIGKILL), stderr
+            assert cursor == size
             outcomes["committed"] += 1
-    assert outcomes["killed before commit"] >= 1, outcomes
+            window /= 2
+        number += 1
     assert await snapshot(db_path) == (len(entries), ids(entries))
     async with amem.open(db_path, settings=amem.Settings()) as mem:
         scope = mem.scope("assistant", "support")

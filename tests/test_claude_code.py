@@ -1,11 +1,11 @@
 """Claude Code capture: transcripts in Claude Code's own format, and the hook run the way
-Claude Code runs it (a subprocess with the hook's JSON on stdin)."""
+Claude Code runs it (the command with the hook's JSON on stdin; a real process where its
+memory is measured)."""
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from test_cli import amem_cli, clean_env
+from helpers import amem_cli, clean_env, rows
 
 import amem
 from amem.hosts import claude_code
@@ -408,10 +408,7 @@ def hook_input(path: Path, event: str = "PreCompact") -> dict[str, str]:
 
 
 def stored_events(db: Path) -> list[tuple[str, str, str, str | None]]:
-    conn = sqlite3.connect(db)
-    rows = conn.execute("select id, role, text, session from events order by seq").fetchall()
-    conn.close()
-    return rows
+    return rows(db, "select id, role, text, session from events order by seq")
 
 
 def test_the_hook_captures_the_session_and_never_writes_stdout(tmp_path: Path) -> None:
@@ -553,8 +550,7 @@ def test_the_hook_waits_for_its_vectors_within_its_time_limit(tmp_path: Path) ->
 
 
 def embedded_events(db: Path) -> set[str]:
-    with closing(sqlite3.connect(db)) as conn:
-        return {ref for (ref,) in conn.execute("select ref from vectors where doc_kind = 'event'")}
+    return {ref for (ref,) in rows(db, "select ref from vectors where doc_kind = 'event'")}
 
 
 def peak_rss_kib(args: list[str], stdin: str) -> int:

@@ -1,44 +1,20 @@
-"""The ``amem`` command line, run as a real subprocess."""
+"""The ``amem`` command line, run in this process through ``amem.cli.main`` as the
+installed script runs it (``helpers.amem_cli``); the script itself once as a real process."""
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import subprocess
 import sys
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import amem_cli, amem_process, cli_ok, rows
 
 import amem
 from amem.cli.demo import SAMPLE_CONVERSATION
 from amem.limits import MAX_CAPTURE_ENTRIES
-
-
-def amem_cli(
-    *args: str,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-    input: str | None = None,
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "amem", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env=clean_env(env),
-        input=input,
-    )
-
-
-def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The test's environment without the user's ``AMEM_*`` settings, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMEM_")}
-    return {**env, **(extra or {})}
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -56,9 +32,7 @@ def test_demo_shows_the_whole_job(tmp_path: Path, backend: str) -> None:
     assert "读《三体》 [gist]" in out  # 书 found only through its single character
     pack = json.loads(out[out.index("{") : out.rindex("}") + 1])
     assert pack["persona"]["text"].startswith("You are")
-    conn = sqlite3.connect(path)
-    ids = [row[0] for row in conn.execute("select id from events where category != 'correction'")]
-    conn.close()
+    ids = [row[0] for row in rows(path, "select id from events where category != 'correction'")]
     assert "demo-6" not in ids  # the deleted phone number
     assert len(ids) == len(SAMPLE_CONVERSATION) - 1
 
@@ -173,6 +147,24 @@ def test_installed_script_runs_like_python_m_amem() -> None:
     assert result.stdout.startswith("usage: amem recall")
 
 
+def test_python_m_amem_exits_with_the_commands_status(tmp_path: Path) -> None:
+    """The rest of this file calls ``main`` in process; here ``python -m amem`` runs as a
+    real process once: its exit status is the command's, its output goes where it says."""
+    db = ["--db", str(tmp_path / "m.db")]
+    stored = amem_process("submit", "我搬到杭州了。", "--event-id", "m-1", *db)
+    assert (stored.returncode, stored.stdout) == (
+        0,
+        "stored m-1 (seq 1, stored) in default/default\n",
+    )
+    assert stored.stderr == ""
+    refused = amem_process("read", "nope", *db)
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr.startswith("amem: error: not_found: ")
+    misused = amem_process("recall", *db)
+    assert (misused.returncode, misused.stdout) == (2, "")
+    assert "usage: amem recall" in misused.stderr
+
+
 # --- the demo's story, checked against what it prints -----------------------------------------
 
 
@@ -243,69 +235,63 @@ TEXT = "我搬到杭州了，离西湖很近。"
 T0 = "2026-11-30T09:00:00+08:00"
 
 
-def ok(*args: str, **options: Any) -> str:
-    """Run a command that must succeed; return its stdout (stderr carries no error)."""
-    result = amem_cli(*args, **options)
-    assert result.returncode == 0, result.stderr
-    assert "error" not in result.stderr
-    return result.stdout
-
-
 def test_submit_recall_read(tmp_path: Path) -> None:
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
     args = ["submit", TEXT, "--event-id", "m-1", "--session", "chat-7", "--occurred-at", T0]
-    assert ok(*args, *db) == "stored m-1 (seq 1, stored) in assistant/support\n"
-    assert ok(*args, *db) == "already stored m-1 (seq 1, stored) in assistant/support\n"
-    receipt = json.loads(ok("submit", "-", "--role", "assistant", "--json", *db, input="好的"))
+    assert cli_ok(*args, *db) == "stored m-1 (seq 1, stored) in assistant/support\n"
+    assert cli_ok(*args, *db) == "already stored m-1 (seq 1, stored) in assistant/support\n"
+    receipt = json.loads(cli_ok("submit", "-", "--role", "assistant", "--json", *db, input="好的"))
     assert receipt["event_id"].startswith("evt_")
     assert receipt["seq"] > 1
     assert (receipt["duplicate"], receipt["persona"]) == (False, "assistant")
 
-    lines = ok("recall", "杭州", *db).splitlines()
+    lines = cli_ok("recall", "杭州", *db).splitlines()
     assert lines == [lines[0]]
     assert lines[0].endswith(f"2026-11-30  user      raw event   {TEXT}  (m-1)")
-    found = json.loads(ok("recall", "西湖", "--json", "--limit", "5", *db))
+    found = json.loads(cli_ok("recall", "西湖", "--json", "--limit", "5", *db))
     assert [(i["id"], i["raw_fallback"]) for i in found["items"]] == [("m-1", True)]
-    assert ok("recall", "杭州", "--as-of", "2026-01-01T00:00:00Z", *db) == "(no evidence found)\n"
+    assert (
+        cli_ok("recall", "杭州", "--as-of", "2026-01-01T00:00:00Z", *db) == "(no evidence found)\n"
+    )
     other_scope = ["--db", str(tmp_path / "m.db"), "--persona", "assistant", "--project", "x"]
-    assert ok("recall", "杭州", *other_scope) == "(no evidence found)\n"
+    assert cli_ok("recall", "杭州", *other_scope) == "(no evidence found)\n"
 
-    header, page = ok("read", "m-1", "--limit", "4", *db).splitlines()
+    header, page = cli_ok("read", "m-1", "--limit", "4", *db).splitlines()
     assert header == (
         "event m-1 (user, 2026-11-30T01:00:00+00:00, stored) chars 0-4 of 13, next page: --offset 4"
     )
-    header, rest = ok("read", "m-1", "--offset", "4", *db).splitlines()
+    header, rest = cli_ok("read", "m-1", "--offset", "4", *db).splitlines()
     assert "next page" not in header
     assert page + rest == TEXT
-    evidence = json.loads(ok("read", "m-1", "--json", *db))
+    evidence = json.loads(cli_ok("read", "m-1", "--json", *db))
     assert (evidence["text"], evidence["event"]["session"]) == (TEXT, "chat-7")
 
 
 def test_persona_show_set_history_rollback(tmp_path: Path) -> None:
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
-    ok("submit", TEXT, *db)  # `persona show` only reads: it needs a database
-    assert ok("persona", "show", *db).startswith("assistant v1: A helpful")  # a neutral default
-    assert ok("persona", "set", "assistant", "You are 小助手.", "--note", "first", *db) == (
+    cli_ok("submit", TEXT, *db)  # `persona show` only reads: it needs a database
+    assert cli_ok("persona", "show", *db).startswith("assistant v1: A helpful")  # a neutral default
+    assert cli_ok("persona", "set", "assistant", "You are 小助手.", "--note", "first", *db) == (
         "assistant is now v2\n"
     )
-    assert ok("persona", "set", *db, input="你是一个简洁的助手。\n") == "assistant is now v3\n"
+    assert cli_ok("persona", "set", *db, input="你是一个简洁的助手。\n") == "assistant is now v3\n"
     file = tmp_path / "persona.txt"
     file.write_text("You are a travel agent.", encoding="utf-8")
-    assert ok("persona", "set", "--file", str(file), *db) == "assistant is now v4\n"
-    assert ok("persona", "show", *db) == "assistant v4: You are a travel agent.\n"
-    assert ok("persona", "show", "--version", "2", *db) == "assistant v2: You are 小助手.\n"
+    assert cli_ok("persona", "set", "--file", str(file), *db) == "assistant is now v4\n"
+    assert cli_ok("persona", "show", *db) == "assistant v4: You are a travel agent.\n"
+    assert cli_ok("persona", "show", "--version", "2", *db) == "assistant v2: You are 小助手.\n"
 
-    history = ok("persona", "history", *db)
+    history = cli_ok("persona", "history", *db)
     assert [line.split()[0] for line in history.splitlines() if line.startswith("v")] == [
         "v1", "v2", "v3", "v4",
     ]  # fmt: skip
     assert "first" in history
     assert "你是一个简洁的助手。" in history
-    assert ok("persona", "rollback", "2", *db).startswith("assistant is now v5")
-    assert ok("persona", "show", "assistant", *db) == "assistant v5: You are 小助手.\n"
-    versions = json.loads(ok("persona", "history", "--json", *db))["versions"]
+    assert cli_ok("persona", "rollback", "2", *db).startswith("assistant is now v5")
+    assert cli_ok("persona", "show", "assistant", *db) == "assistant v5: You are 小助手.\n"
+    versions = json.loads(cli_ok("persona", "history", "--json", *db))["versions"]
     assert [v["version"] for v in versions] == [1, 2, 3, 4, 5]
-    assert ok("persona", "show", "someone-else", *db).startswith("someone-else v1")
+    assert cli_ok("persona", "show", "someone-else", *db).startswith("someone-else v1")
 
 
 def transcript_lines(n: int) -> str:
@@ -325,22 +311,22 @@ def test_host_ingest(tmp_path: Path) -> None:
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
     path = tmp_path / "transcript.jsonl"
     path.write_text(transcript_lines(3), encoding="utf-8")
-    first = ok("host-ingest", str(path), "--instance", "laptop", *db)
+    first = cli_ok("host-ingest", str(path), "--instance", "laptop", *db)
     assert first == "cursor 3: stored 3, 0 already stored, 0 skipped\n"
-    again = ok("host-ingest", str(path), "--instance", "laptop", *db)
+    again = cli_ok("host-ingest", str(path), "--instance", "laptop", *db)
     assert again == "cursor 3: stored 0, 0 already stored, 3 skipped\n"
 
     args = ["host-ingest", "-", "--instance", "laptop", "--json", "--session", "s1"]
     args += ["--goal", "订西湖边的酒店", "--next-action", "比较价格"]
-    more = json.loads(ok(*args, *db, input=transcript_lines(4)))
+    more = json.loads(cli_ok(*args, *db, input=transcript_lines(4)))
     assert (more["cursor"], more["stored"], more["skipped"]) == (4, ["h-3"], 3)
     assert more["checkpoint"]["goal"] == "订西湖边的酒店"
     assert more["checkpoint"]["next_action"] == "比较价格"
     assert more["checkpoint"]["covered_seq"] == more["receipts"][-1]["seq"] == 4
 
-    other = ok("host-ingest", str(path), "--instance", "phone", *db)
+    other = cli_ok("host-ingest", str(path), "--instance", "phone", *db)
     assert other == "cursor 3: stored 0, 3 already stored, 0 skipped\n"
-    assert "h-3" in ok("recall", "出差", "--limit", "10", *db)
+    assert "h-3" in cli_ok("recall", "出差", "--limit", "10", *db)
 
 
 def test_host_ingest_of_a_transcript_longer_than_one_call_takes(tmp_path: Path) -> None:
@@ -353,13 +339,13 @@ def test_host_ingest_of_a_transcript_longer_than_one_call_takes(tmp_path: Path) 
             entry = {"event_id": f"long-{i}", "role": "user", "text": f"第{i}句", "session": "s1"}
             out.write(json.dumps(entry, ensure_ascii=False) + "\n")
     args = ["host-ingest", str(path), "--instance", "laptop", "--json", "--session", "s1"]
-    result = json.loads(ok(*args, "--goal", "读完长记录", *db))
+    result = json.loads(cli_ok(*args, "--goal", "读完长记录", *db))
     assert result["cursor"] == n
     assert result["stored"] == [f"long-{i}" for i in range(n)]  # every slice reported
     assert result["checkpoint"]["covered_seq"] == n
-    again = ok("host-ingest", str(path), "--instance", "laptop", *db)
+    again = cli_ok("host-ingest", str(path), "--instance", "laptop", *db)
     assert again == f"cursor {n}: stored 0, 0 already stored, {n} skipped\n"
-    page = json.loads(ok("read", f"long-{n - 1}", "--json", *db))
+    page = json.loads(cli_ok("read", f"long-{n - 1}", "--json", *db))
     assert page["text"] == f"第{n - 1}句"
 
 
@@ -372,8 +358,8 @@ SECRET = "秘密-7f3a"
 def filled_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("bad") / "m.db"
     db = ["--db", str(path), *SCOPE]
-    ok("submit", TEXT, "--event-id", "m-1", "--occurred-at", T0, *db)
-    ok("persona", "set", "assistant", "You are 小助手.", *db)
+    cli_ok("submit", TEXT, "--event-id", "m-1", "--occurred-at", T0, *db)
+    cli_ok("persona", "set", "assistant", "You are 小助手.", *db)
     return path
 
 
@@ -423,11 +409,7 @@ BAD_INPUT: list[tuple[list[str], str, str | None]] = [
 
 def contents(path: Path) -> list[list[tuple[object, ...]]]:
     tables = ("events", "personas", "memories", "checkpoints", "capture_cursors")
-    conn = sqlite3.connect(path)
-    try:
-        return [list(conn.execute(f"select * from {table} order by 1")) for table in tables]
-    finally:
-        conn.close()
+    return [rows(path, f"select * from {table} order by 1") for table in tables]
 
 
 @pytest.mark.parametrize(("args", "code", "stdin"), BAD_INPUT)
@@ -481,7 +463,7 @@ def test_retry_and_reindex_with_an_endpoint(tmp_path: Path) -> None:
         return [draft]
 
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
-    ok("submit", TEXT, "--event-id", "m-1", *db)  # stored: no extractor configured yet
+    cli_ok("submit", TEXT, "--event-id", "m-1", *db)  # stored: no extractor configured yet
     with FakeOpenAI(answer) as api:
         env = {"AMEM_EXTRACT_BASE_URL": api.base_url, "AMEM_EXTRACT_MODEL": "fake",
                "AMEM_EMBED_BASE_URL": api.base_url, "AMEM_EMBED_MODEL": "fake",
@@ -490,10 +472,10 @@ def test_retry_and_reindex_with_an_endpoint(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         assert result.stdout == "extracted 1 events, 0 failed, 1 new memories\n"
         assert "retry: 1/1" in result.stderr  # progress goes to stderr
-        assert "User moved to Hangzhou" in ok("recall", "Hangzhou", *db)
+        assert "User moved to Hangzhou" in cli_ok("recall", "Hangzhou", *db)
 
         api.fail_status = 500
-        ok("submit", "Later I moved again.", "--event-id", "m-2", *db)
+        cli_ok("submit", "Later I moved again.", "--event-id", "m-2", *db)
         result = amem_cli("retry", "--event-id", "m-2", *db, env=env)
         assert result.returncode == 1
         assert result.stdout == "extracted 0 events, 1 failed, 0 new memories\n"
@@ -511,14 +493,13 @@ def test_retry_and_reindex_with_an_endpoint(tmp_path: Path) -> None:
         assert KEY not in result.stdout + result.stderr
         assert api.embedding_requests
         semantic = json.loads(
-            ok("recall", "relocation", "--mode", "semantic", "--json", *db, env=env)
+            cli_ok("recall", "relocation", "--mode", "semantic", "--json", *db, env=env)
         )
         assert "warnings" in semantic
 
 
 def embedded_refs(path: Path) -> list[str]:
-    with closing(sqlite3.connect(path)) as conn:
-        return [row[0] for row in conn.execute("select distinct ref from vectors order by ref")]
+    return [row[0] for row in rows(path, "select distinct ref from vectors order by ref")]
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -552,7 +533,7 @@ def test_a_one_shot_write_leaves_its_vectors_or_says_it_did_not(
         assert result.returncode == 0, result.stderr
         assert "(m-2)" in result.stdout
         assert "warning: ranked by words only: vectors cover less than 80%" in result.stdout
-        found = json.loads(ok("recall", "龙井茶", "--json", *db, env=quiet))
+        found = json.loads(cli_ok("recall", "龙井茶", "--json", *db, env=quiet))
         assert found["ranking"] == "lexical"
         assert found["warnings"][0].startswith("ranked by words only")
 
@@ -561,7 +542,7 @@ def test_non_ascii_api_key_is_a_clean_error(tmp_path: Path) -> None:
     from amem.testing import FakeOpenAI
 
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
-    ok("submit", TEXT, "--event-id", "m-1", *db)
+    cli_ok("submit", TEXT, "--event-id", "m-1", *db)
     with FakeOpenAI() as api:
         env = {"AMEM_EXTRACT_BASE_URL": api.base_url, "AMEM_EXTRACT_MODEL": "fake",
                "AMEM_EXTRACT_API_KEY": SECRET}  # fmt: skip

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pytest
 from mcp_client import connect, default_scope, ok, other
 
 import amem
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 EXPRESSED = "2026-05-01T12:00:00Z"
 AS_OF = "2026-06-01T00:00:00Z"
@@ -52,21 +54,8 @@ async def express(
     return memory
 
 
-async def derive(
-    scope: amem.Scope,
-    event: str,
-    text: str,
-    quote: str,
-    *,
-    at: str = "2026-05-20T00:00:00Z",
-    kind: str = "fact",
-    session: str | None = None,
-) -> amem.MemoryRecord:
-    receipt = await scope.submit_event(event, role="user", occurred_at=at, session=session)
-    [memory] = await scope.add_memories(
-        receipt.event_id, [{"text": text, "quote": quote, "kind": kind, "basis": "user_statement"}]
-    )
-    return memory
+derive = partial(helpers.derive, at="2026-05-20T00:00:00Z")
+"""One user event and one memory derived from it."""
 
 
 # -- current emotion -------------------------------------------------------------------
@@ -431,6 +420,7 @@ async def test_render_is_prompt_text_with_a_cited_line_per_item(
     assert text == pack.render() == again.render()
 
 
+@pytest.mark.both_backends
 async def test_the_mcp_resume_budget_defaults_to_4000_tokens(
     anyio_backend: str, tmp_path: Path
 ) -> None:

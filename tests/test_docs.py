@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
+import io
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import clean_env, environment
 
 import amem
 from amem.cli.commands import build_parser
@@ -137,14 +138,19 @@ def test_every_mcp_tool_is_documented() -> None:
             assert f"`{argument}" in tools, (tool.name, argument)
 
 
+def run_example(name: str, code: str, folder: Path) -> str:
+    """Run an example as a script (``__main__``) in this process, in ``folder``, without
+    the user's ``AMEM_*`` settings; return what it printed."""
+    printed = io.StringIO()
+    with environment(clean_env()), contextlib.chdir(folder), contextlib.redirect_stdout(printed):
+        exec(compile(code, name, "exec"), {"__name__": "__main__"})
+    return printed.getvalue()
+
+
 @pytest.mark.parametrize(("name", "code"), python_examples(), ids=lambda v: v[:40])
 def test_docs_examples_run(name: str, code: str, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, f"{name}\n{result.stderr}"
     expected = EXPECTED_OUTPUT.findall(code)
-    printed = result.stdout.splitlines()
+    printed = run_example(name, code, tmp_path).splitlines()
     assert len(printed) == len(expected), (name, printed)
     for line, claim in zip(printed, expected, strict=True):
         claim = re.sub(r"\s{2,}\(.*\)$", "", claim)  # "# -> 1  (a note)": the note is prose

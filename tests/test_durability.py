@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import anyio
 import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
+from helpers import inspect_file
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
@@ -103,41 +104,24 @@ async def test_acknowledged_events_survive_sigkill(anyio_backend: str, tmp_path:
     report = await anyio.to_thread.run_sync(inspect_file, db_path)
     assert report.integrity == [("ok",)]
     assert report.user_version == SCHEMA_VERSION
-    assert report.torn_rows == [], "rows whose content is not what any child wrote"
-    missing = [event_id for event_id in acked if event_id not in report.ids_to_seq]
+    torn = [event_id for event_id, row in report.events.items() if row[1:] != written(event_id)]
+    assert torn == [], "rows whose content is not what any child wrote"
+    missing = [event_id for event_id in acked if event_id not in report.events]
     assert missing == [], f"{len(missing)} acknowledged events are gone"
-    assert all(report.ids_to_seq[event_id] == seq for event_id, seq in acked.items())
+    assert all(report.events[event_id].seq == seq for event_id, seq in acked.items())
 
 
-class Report:
-    def __init__(self) -> None:
-        self.integrity: list[tuple[str]] = []
-        self.user_version = -1
-        self.ids_to_seq: dict[str, int] = {}
-        self.torn_rows: list[str] = []
-
-
-def inspect_file(db_path: Path) -> Report:
-    report = Report()
-    with closing(sqlite3.connect(db_path)) as conn:
-        report.integrity = conn.execute("pragma integrity_check").fetchall()
-        report.user_version = conn.execute("pragma user_version").fetchone()[0]
-        rows = conn.execute(
-            "select id, seq, persona, project, session, role, category, text from events"
-        )
-        for event_id, seq, persona, project, session, role, category, text in rows:
-            report.ids_to_seq[event_id] = seq
-            expected = (
-                common.PERSONA,
-                common.PROJECT,
-                common.session(event_id),
-                common.role(event_id),
-                "conversation",
-                common.payload(event_id),
-            )
-            if (persona, project, session, role, category, text) != expected:
-                report.torn_rows.append(event_id)
-    return report
+def written(event_id: str) -> tuple[str, str, str | None, str, str, str]:
+    """What a child stores for ``event_id``: persona, project, session, role, category,
+    text."""
+    return (
+        common.PERSONA,
+        common.PROJECT,
+        common.session(event_id),
+        common.role(event_id),
+        "conversation",
+        common.payload(event_id),
+    )
 
 
 REINDEX_ROUNDS = 3

@@ -27,6 +27,7 @@ import anyio
 import httpx
 import numpy as np
 import pytest
+from helpers import remember_each
 
 import amem
 from amem.search.vectors import top_rows
@@ -39,16 +40,6 @@ T = "2026-03-01T10:00:00+08:00"
 
 def fact(text: str, quote: str | None = None) -> dict[str, Any]:
     return {"text": text, "quote": quote or text, "kind": "fact", "basis": "user_statement"}
-
-
-async def remember(scope: amem.Scope, *texts: str) -> list[str]:
-    """One user event per text, each with one manually derived memory saying exactly it."""
-    ids = []
-    for text in texts:
-        receipt = await scope.submit_event(text, role="user", occurred_at=T)
-        [record] = await scope.add_memories(receipt.event_id, [fact(text)])
-        ids.append(record.id)
-    return ids
 
 
 async def settled(
@@ -152,7 +143,7 @@ async def test_every_memory_and_event_is_embedded_after_commit(db_path: Path) ->
     with FakeOpenAI() as api:
         async with amem.open(db_path, settings=embed_only(api.base_url)) as mem:
             scope = mem.scope(persona="assistant", project="support")
-            tea, cat = await remember(scope, "User likes green tea", "User has a cat")
+            tea, cat = await remember_each(scope, "User likes green tea", "User has a cat")
             first = await settled(scope)
             fixed = await scope.correct(cat, "User has a dog")
             second = await settled(scope)
@@ -217,8 +208,8 @@ async def test_a_long_event_is_embedded_in_chunks(db_path: Path) -> None:
 async def test_what_has_no_vector_is_embedded_by_the_next_open(db_path: Path) -> None:
     texts = ["User lives in Hangzhou", "User likes green tea", "用户养了一只猫"]
     async with amem.open(db_path, settings=amem.Settings()) as mem:  # no embeddings yet
-        await remember(mem.scope(project="support"), *texts)
-        await remember(mem.scope(project="other"), "User lives in Paris")
+        await remember_each(mem.scope(project="support"), *texts)
+        await remember_each(mem.scope(project="other"), "User lives in Paris")
     with FakeOpenAI() as api:
         async with amem.open(db_path, settings=embed_only(api.base_url, embed_batch=2)) as mem:
             scope = mem.scope(project="support")
@@ -237,7 +228,7 @@ async def test_two_processes_filling_one_file_at_once_store_each_vector_once(
 ) -> None:
     texts = ["User lives in Hangzhou", "User likes green tea"]
     async with amem.open(db_path, settings=amem.Settings()) as mem:
-        await remember(mem.scope(), *texts)
+        await remember_each(mem.scope(), *texts)
     with FakeOpenAI() as api:
         settings = embed_only(api.base_url)
         api.gate.clear()  # both send their first batch (the same memories) before either stores
@@ -265,7 +256,7 @@ async def test_a_process_about_to_exit_waits_for_its_vectors(db_path: Path) -> N
         settings = embed_only(api.base_url, embed_backfill=False)
         async with amem.open(db_path, settings=settings) as mem:
             scope = mem.scope()
-            await remember(scope, "User lives in Hangzhou")
+            await remember_each(scope, "User lives in Hangzhou")
             done = await mem.wait_for_vectors()
             covered = await scope.status()  # no polling: waiting was enough
             api.gate.clear()
@@ -294,8 +285,10 @@ async def test_reindex_embeds_every_current_memory_of_the_scope(db_path: Path) -
         async with amem.open(db_path, settings=embed_only(api.base_url, embed_batch=2)) as mem:
             scope = mem.scope(persona="assistant", project="support")
             other = mem.scope(persona="assistant", project="other")
-            ids = await remember(scope, "lives in Hangzhou", "likes tea", "has a cat", "runs", "x")
-            await remember(other, "lives in Paris", "likes coffee")
+            ids = await remember_each(
+                scope, "lives in Hangzhou", "likes tea", "has a cat", "runs", "x"
+            )
+            await remember_each(other, "lives in Paris", "likes coffee")
             fixed = await scope.correct(ids[4], "plays chess")
             await settled(scope)
             await settled(other)
@@ -328,7 +321,7 @@ async def test_failed_reindex_keeps_the_old_index(db_path: Path) -> None:
     texts = ["User lives in Hangzhou", "User likes green tea", "User has a cat", "a", "b"]
     async with open_with(db_path, endpoint, embed_batch=2) as mem:
         scope = mem.scope(persona="assistant", project="support")
-        ids = await remember(scope, *texts)
+        ids = await remember_each(scope, *texts)
         await settled(scope)
         built = await scope.reindex()
         before = await scope.recall("green tea with a cat", mode="semantic")
@@ -391,7 +384,9 @@ async def test_vectors_are_stored_only_for_memories_unchanged_meanwhile(db_path:
     with FakeOpenAI() as api:
         async with amem.open(db_path, settings=embed_only(api.base_url)) as mem:
             scope = mem.scope(persona="assistant", project="support")
-            deleted, corrected, kept = await remember(scope, "lives in Paris", "likes tea", "cat")
+            deleted, corrected, kept = await remember_each(
+                scope, "lives in Paris", "likes tea", "cat"
+            )
             await settled(scope)
             results: list[amem.ReindexResult] = []
             api.gate.clear()
@@ -466,8 +461,8 @@ async def test_vectors_of_another_fingerprint_are_never_used(db_path: Path) -> N
         async with amem.open(db_path, settings=embed_only(api.base_url)) as mem:
             scope = mem.scope(persona="assistant", project="support")
             other = mem.scope(persona="assistant", project="other")
-            ids = await remember(scope, "User lives in Hangzhou", "User likes green tea")
-            [elsewhere] = await remember(other, "User lives in Paris")
+            ids = await remember_each(scope, "User lives in Hangzhou", "User likes green tea")
+            [elsewhere] = await remember_each(other, "User lives in Paris")
             v1 = (await scope.reindex()).fingerprint
             await other.reindex()
             assert (await scope.recall("Hangzhou", mode="semantic")).items[0].components.semantic
@@ -490,7 +485,7 @@ async def test_changing_the_model_name_changes_the_fingerprint(db_path: Path) ->
     with FakeOpenAI() as api:
         async with amem.open(db_path, settings=embed_only(api.base_url)) as mem:
             scope = mem.scope()
-            await remember(scope, "User lives in Hangzhou")
+            await remember_each(scope, "User lives in Hangzhou")
             await scope.reindex()
         settings = amem.Settings(
             embed_base_url=api.base_url, embed_model="fake-2", embed_backfill=False
@@ -506,7 +501,7 @@ async def test_input_type_tells_passages_from_queries(db_path: Path) -> None:
         settings = embed_only(api.base_url, embed_input_type=True)
         async with amem.open(db_path, settings=settings) as mem:
             scope = mem.scope()
-            await remember(scope, "User lives in Hangzhou")
+            await remember_each(scope, "User lives in Hangzhou")
             await scope.reindex()
             await scope.recall("Hangzhou", mode="deep")
     kinds = [
@@ -543,7 +538,7 @@ async def test_the_model_floor_decides_whether_vectors_are_evidence(db_path: Pat
         async with open_with(db_path, endpoint, embed_min_similarity=floor) as mem:
             scope = mem.scope()
             if floor == 0.9:
-                await remember(scope, *list(TABLE)[1:4])
+                await remember_each(scope, *list(TABLE)[1:4])
                 await settled(scope)
                 assert (await scope.recall(QUERY, mode="fast")).items == []  # no word matches
             hits = await scope.recall(QUERY, mode="semantic")
@@ -560,7 +555,7 @@ async def test_fast_recall_never_calls_the_embedding_endpoint(db_path: Path) -> 
     endpoint = Endpoint()
     async with open_with(db_path, endpoint) as mem:
         scope = mem.scope()
-        await remember(scope, "User lives in Hangzhou")
+        await remember_each(scope, "User lives in Hangzhou")
         await scope.reindex()
         await settled(scope)
         calls = len(endpoint.requests)
@@ -578,7 +573,7 @@ async def test_semantic_scans_only_recent_vectors_and_deep_scans_all(db_path: Pa
     async with open_with(db_path, endpoint, embed_min_similarity=0.6, semantic_scan=2) as mem:
         scope = mem.scope()
         # The oldest memory is the only match; three newer ones fill the scan window.
-        await remember(
+        await remember_each(
             scope, "User drives an old Volvo", "User likes green tea", "User has a cat",
             "User plays chess",
         )  # fmt: skip
@@ -691,7 +686,7 @@ async def test_a_real_model_finds_paraphrases_and_nothing_unrelated(
     unrelated = ["火山爆发", "volcano eruption", "stock market crash of 1929"]
     async with amem.open(db_path, settings=settings) as mem:
         scope = mem.scope()
-        await remember(scope, *E5_MEMORIES)
+        await remember_each(scope, *E5_MEMORIES)
         result = await scope.reindex()
         found = {}
         for query in [*paraphrases, *unrelated]:
@@ -728,8 +723,8 @@ async def test_auto_is_hybrid_only_where_vectors_cover_the_scope(db_path: Path) 
     endpoint = PassagesDown()
     async with open_with(db_path, endpoint) as mem:
         covered, bare = mem.scope(project="covered"), mem.scope(project="bare")
-        await remember(covered, "User lives in Hangzhou")
-        await remember(bare, "User moved from Paris to Hangzhou")
+        await remember_each(covered, "User lives in Hangzhou")
+        await remember_each(bare, "User moved from Paris to Hangzhou")
         await settled(covered)
         hybrid = await covered.recall("Hangzhou")
         first = await bare.recall("Hangzhou")
@@ -769,9 +764,9 @@ async def test_one_refused_text_costs_only_itself_in_a_shared_batch(db_path: Pat
         covered, bare = mem.scope(project="covered"), mem.scope(project="bare")
         await covered.submit_event("User said hello", role="user")
         await anyio.sleep(0.05)  # its batch is now waiting for the endpoint
-        await remember(covered, "User lives in Hangzhou")
-        await remember(bare, "User moved from Paris to Hangzhou")
-        await remember(covered, "User likes green tea")
+        await remember_each(covered, "User lives in Hangzhou")
+        await remember_each(bare, "User moved from Paris to Hangzhou")
+        await remember_each(covered, "User likes green tea")
         release.set()
         await settled(covered)
         await settled(bare, lambda s: len(refused_alone(endpoint.requests)) == 2)
@@ -791,7 +786,7 @@ async def test_a_repeated_query_is_embedded_once(db_path: Path) -> None:
     endpoint = Endpoint()
     async with open_with(db_path, endpoint) as mem:
         scope = mem.scope()
-        await remember(scope, "User lives in Hangzhou")
+        await remember_each(scope, "User lives in Hangzhou")
         await settled(scope)
         for _ in range(3):
             await scope.recall("where does the user live", mode="semantic")
@@ -814,7 +809,7 @@ async def test_a_slow_query_embedding_falls_back_to_words(db_path: Path) -> None
         amem.open(db_path, settings=settings, http_client=client) as mem,
     ):
         scope = mem.scope()
-        await remember(scope, "User lives in Hangzhou")
+        await remember_each(scope, "User lives in Hangzhou")
         await settled(scope)
         with anyio.fail_after(5):
             hits = await scope.recall("Hangzhou")
@@ -829,10 +824,10 @@ async def test_search_sees_new_and_erased_vectors_at_once(db_path: Path) -> None
     endpoint = Endpoint(table_vector)
     async with open_with(db_path, endpoint, embed_min_similarity=0.6) as mem:
         scope = mem.scope()
-        [bike] = await remember(scope, "User sold a bicycle last spring")
+        [bike] = await remember_each(scope, "User sold a bicycle last spring")
         await settled(scope)
         assert (await scope.recall(QUERY, mode="semantic")).items == []  # 0.4: below the floor
-        [volvo] = await remember(scope, "User drives an old Volvo")
+        [volvo] = await remember_each(scope, "User drives an old Volvo")
         await settled(scope)
         both = await scope.recall(QUERY, mode="semantic")
         await scope.delete(memory_id=volvo)
@@ -853,7 +848,7 @@ async def test_fusion_puts_what_both_lists_found_first(db_path: Path) -> None:
     endpoint = Endpoint(lambda text: vectors_of[text])
     async with open_with(db_path, endpoint, embed_min_similarity=0.5) as mem:
         scope = mem.scope()
-        await remember(scope, *list(vectors_of)[1:])
+        await remember_each(scope, *list(vectors_of)[1:])
         await settled(scope)
         fast = await scope.recall("tea", mode="fast")
         hybrid = await scope.recall("tea", mode="semantic")
@@ -885,7 +880,7 @@ async def test_a_word_match_past_the_nearest_is_ranked_by_its_meaning_too(
     notes = [f"User note {n}" for n in range(60)]
     async with open_with(db_path, endpoint, embed_min_similarity=0.5) as mem:
         scope = mem.scope()
-        await remember(scope, *notes, *list(vectors_of)[1:])
+        await remember_each(scope, *notes, *list(vectors_of)[1:])
         await settled(scope)
         fast = await scope.recall("hot green tea", mode="fast")
         hybrid = await scope.recall("hot green tea", mode="deep", limit=20)
@@ -957,7 +952,7 @@ async def test_the_best_of_one_list_is_not_buried_by_weak_matches_of_both(
     endpoint = Endpoint(lambda text: vectors_of[text])
     async with open_with(db_path, endpoint, embed_min_similarity=0.5) as mem:
         scope = mem.scope()
-        await remember(scope, *weak, meaning)
+        await remember_each(scope, *weak, meaning)
         await settled(scope)
         fast = await scope.recall("tea", mode="fast", limit=15)
         hybrid = await scope.recall("tea", mode="semantic", limit=15)

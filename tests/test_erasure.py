@@ -21,7 +21,7 @@ from amem.db.schema import migrate
 from amem.search import index
 from amem.testing import database
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 
 async def jazz_and_oslo(scope: amem.Scope) -> list[amem.MemoryRecord]:
@@ -150,6 +150,7 @@ def markers_left(paths: list[Path], markers: list[str]) -> list[str]:
     return [marker for marker in markers if marker.encode() in data]
 
 
+@pytest.mark.both_backends
 async def test_no_byte_of_erased_text_stays_in_any_page(db_path: Path) -> None:
     """When SQLite rebalances a b-tree page it leaves stale copies of moved cells in the
     page's unused middle, which ``secure_delete`` does not zero: 643 of 1,500 erased
@@ -195,6 +196,7 @@ def checked_event_count(db_path: Path) -> int:
         return int(conn.execute("select count(*) from events").fetchone()[0])
 
 
+@pytest.mark.both_backends
 async def test_a_backup_waits_for_the_scrub_of_an_erasure_just_made(db_path: Path) -> None:
     """A backup copies pages as they are, so one made right after an erasure, before the
     writer was idle, would copy what the scrub has not yet removed."""
@@ -226,6 +228,7 @@ anyio.run(main)
 """
 
 
+@pytest.mark.both_backends
 async def test_a_scrub_a_killed_process_never_ran_runs_at_the_next_open(db_path: Path) -> None:
     done = await anyio.run_process([sys.executable, "-c", ERASE_AND_DIE, str(db_path)])
     assert done.returncode == 0
@@ -257,6 +260,7 @@ def test_merging_the_index_after_every_deletion_keeps_it_readable(tmp_path: Path
         assert found.fetchone()[0] == 3_000
 
 
+@pytest.mark.both_backends
 async def test_ten_thousand_deletions_between_inserts_leave_a_healthy_index(
     db_path: Path,
 ) -> None:
@@ -308,6 +312,7 @@ async def test_a_broken_index_is_reported_and_rebuilt(db_path: Path) -> None:
         assert [item.id for item in (await scope.recall("Suzhou")).items] == ["m-2"]
 
 
+@pytest.mark.both_backends
 async def test_a_deletion_does_not_wait_for_another_connections_reader(db_path: Path) -> None:
     """A reader elsewhere (another process exporting, say) holds an old snapshot. The
     deletion and the writes after it go on; the deleted text leaves the WAL once the

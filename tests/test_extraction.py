@@ -21,6 +21,7 @@ import anyio
 import anyio.lowlevel
 import httpx
 import pytest
+from helpers import rows
 
 import amem
 from amem.db.times import db_now
@@ -68,12 +69,6 @@ async def settled(scope: amem.Scope, event_id: str) -> amem.Evidence:
         while (page := await scope.read(event_id)).event.status == "pending":
             await anyio.sleep(0.005)
     return page
-
-
-def db_rows(db_path: Path, sql: str) -> list[tuple[Any, ...]]:
-    """Read the file with plain sqlite3, outside amem."""
-    with closing(sqlite3.connect(db_path)) as conn:
-        return conn.execute(sql).fetchall()
 
 
 # --- the happy path, through a real server ----------------------------------------------
@@ -378,7 +373,7 @@ async def test_retry_that_fails_again_reports_it_and_keeps_the_error(db_path: Pa
             page = await scope.read("e-1")
             assert page.event.status == "failed"
             assert page.event.error == "extraction_failed: the endpoint answered HTTP 503"
-            assert db_rows(db_path, "select attempts from events where id = 'e-1'") == [(2,)]
+            assert rows(db_path, "select attempts from events where id = 'e-1'") == [(2,)]
 
 
 # --- resuming and repeating -----------------------------------------------------------------
@@ -485,10 +480,10 @@ async def test_closing_cancels_calls_in_flight_and_retry_resumes_them(db_path: P
                     text = f"Remember {event_id}"
                     await scope.submit_event(text, role="user", event_id=event_id)
                 await wait_until(lambda: stuck.in_flight == 3)
-        assert db_rows(db_path, "select id, status, error from events order by seq") == [
+        assert rows(db_path, "select id, status, error from events order by seq") == [
             (event_id, "pending", None) for event_id in ids
         ]
-        assert db_rows(db_path, "select count(*) from memories") == [(0,)]
+        assert rows(db_path, "select count(*) from memories") == [(0,)]
         stuck.gate.set()  # let the abandoned handler threads finish
         await wait_until(lambda: stuck.in_flight == 0)
 

@@ -331,7 +331,7 @@ def counts(db: Path) -> dict[str, int]:
 Operation = Callable[[amem.Scope, str], Awaitable[object]]
 
 
-async def derive(s: amem.Scope, key: str) -> object:
+async def submit_and_derive(s: amem.Scope, key: str) -> object:
     await s.submit_event(f"{key} 我住在杭州，喜欢喝茶。", role="user", event_id=key)
     return await s.add_memories(key, [
         amem.MemoryDraft(text=f"{key} lives in Hangzhou", quote="我住在杭州", kind="fact",
@@ -342,7 +342,7 @@ async def derive(s: amem.Scope, key: str) -> object:
 
 
 async def setup_and(s: amem.Scope, key: str) -> list[amem.MemoryRecord]:
-    records = await derive(s, key)
+    records = await submit_and_derive(s, key)
     assert isinstance(records, list)
     return records
 
@@ -358,7 +358,7 @@ async def prepare_delete(s: amem.Scope, key: str) -> Operation:
 
 
 async def prepare_derive(s: amem.Scope, key: str) -> Operation:
-    return derive
+    return submit_and_derive
 
 
 PREPARE: dict[str, Callable[[amem.Scope, str], Awaitable[Operation]]] = {

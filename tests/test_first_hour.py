@@ -3,19 +3,18 @@ text, relative paths, plain dates, failed extractions, and the demo's way out.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
-import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_cli import SCOPE, TEXT, amem_cli, clean_env, ok
+from helpers import amem_cli, clean_env, cli_ok, environment, value
+from test_cli import SCOPE, TEXT
 
-from amem.cli import main
 from amem.cli.options import READ_ONLY_COMMANDS
 
 ONE_ERROR_LINE = re.compile(r"amem: error: [a-z_]+: [^\n]+\n")
@@ -49,13 +48,12 @@ def test_every_read_only_command_is_checked_here() -> None:
 
 
 @pytest.mark.parametrize("case", list(READ_ONLY_LINES))
-def test_read_only_commands_refuse_a_missing_database(
-    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_read_only_commands_refuse_a_missing_database(tmp_path: Path, case: str) -> None:
     mistyped = tmp_path / "typo" / "memroy.db"  # its folder does not exist either
     words = [str(tmp_path / "out") if w == "OUT" else w for w in READ_ONLY_LINES[case]]
-    assert main([*words, "--db", str(mistyped)]) == 1
-    out, err = capsys.readouterr()
+    result = amem_cli(*words, "--db", str(mistyped))
+    assert result.returncode == 1
+    out, err = result.stdout, result.stderr
     assert ONE_ERROR_LINE.fullmatch(err), err
     assert err.startswith("amem: error: no_database: no database file at the --db path")
     assert str(mistyped) not in err  # CLI errors do not echo what was typed
@@ -74,9 +72,9 @@ def test_the_refusal_names_where_the_path_came_from(tmp_path: Path) -> None:
 
 def test_writing_commands_still_create_the_database_and_its_folders(tmp_path: Path) -> None:
     db = tmp_path / "new" / "folder" / "m.db"
-    ok("submit", TEXT, "--event-id", "m-1", "--db", str(db))
-    assert "raw event" in ok("recall", "杭州", "--db", str(db))  # and read-only ones read it
-    assert ok("status", "--db", str(db)).startswith("scope default/default")
+    cli_ok("submit", TEXT, "--event-id", "m-1", "--db", str(db))
+    assert "raw event" in cli_ok("recall", "杭州", "--db", str(db))  # and read-only ones read it
+    assert cli_ok("status", "--db", str(db)).startswith("scope default/default")
 
 
 # --- every OS error is one amem error line ----------------------------------------------------
@@ -84,7 +82,7 @@ def test_writing_commands_still_create_the_database_and_its_folders(tmp_path: Pa
 
 def test_os_errors_are_one_line_with_a_code(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
-    ok("submit", TEXT, "--event-id", "m-1", "--db", str(db))
+    cli_ok("submit", TEXT, "--event-id", "m-1", "--db", str(db))
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     too_long = str(tmp_path / ("a" * 300))
     cases = {
@@ -111,14 +109,9 @@ def test_an_os_error_nothing_expected_is_still_one_line(tmp_path: Path) -> None:
     """The working directory vanished: resolving a relative --db fails in the OS."""
     gone = tmp_path / "gone"
     gone.mkdir()
-    script = f"cd {shlex.quote(str(gone))} && rmdir ../gone && exec {shlex.quote(sys.executable)}"
-    result = subprocess.run(
-        ["sh", "-c", f"{script} -m amem submit hello --db m.db"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=clean_env(),
-    )
+    with contextlib.chdir(gone):
+        gone.rmdir()
+        result = amem_cli("submit", "hello", "--db", "m.db")
     assert result.returncode == 1
     assert result.stderr == "amem: error: storage_error: a file operation failed " + (
         "(No such file or directory)\n"
@@ -130,20 +123,20 @@ def test_an_os_error_nothing_expected_is_still_one_line(tmp_path: Path) -> None:
 
 def test_persona_set_takes_one_word_as_the_text(tmp_path: Path) -> None:
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
-    assert ok("persona", "set", "You are a travel agent.", *db) == "assistant is now v1\n"
-    assert ok("persona", "show", *db) == "assistant v1: You are a travel agent.\n"
-    assert ok("persona", "set", "guide", "You are a guide.", *db) == "guide is now v1\n"
-    assert ok("persona", "show", "guide", *db) == "guide v1: You are a guide.\n"
+    assert cli_ok("persona", "set", "You are a travel agent.", *db) == "assistant is now v1\n"
+    assert cli_ok("persona", "show", *db) == "assistant v1: You are a travel agent.\n"
+    assert cli_ok("persona", "set", "guide", "You are a guide.", *db) == "guide is now v1\n"
+    assert cli_ok("persona", "show", "guide", *db) == "guide v1: You are a guide.\n"
     file = tmp_path / "p.txt"
     file.write_text("From a file.", encoding="utf-8")
-    assert ok("persona", "set", "guide", "--file", str(file), *db) == "guide is now v2\n"
-    assert ok("persona", "show", "guide", *db) == "guide v2: From a file.\n"
-    assert ok("persona", "set", "-", *db, input="From stdin.") == "assistant is now v2\n"
-    assert ok("persona", "show", *db) == "assistant v2: From stdin.\n"
+    assert cli_ok("persona", "set", "guide", "--file", str(file), *db) == "guide is now v2\n"
+    assert cli_ok("persona", "show", "guide", *db) == "guide v2: From a file.\n"
+    assert cli_ok("persona", "set", "-", *db, input="From stdin.") == "assistant is now v2\n"
+    assert cli_ok("persona", "show", *db) == "assistant v2: From stdin.\n"
     result = amem_cli("persona", "set", "guide", "text", "--file", str(file), *db)
     assert result.returncode == 1
     assert result.stderr == "amem: error: invalid_input: give TEXT or --file, not both\n"
-    assert ok("persona", "show", "guide", *db) == "guide v2: From a file.\n"
+    assert cli_ok("persona", "show", "guide", *db) == "guide v2: From a file.\n"
 
 
 # --- relative paths with '..' -----------------------------------------------------------------
@@ -152,12 +145,12 @@ def test_persona_set_takes_one_word_as_the_text(tmp_path: Path) -> None:
 def test_relative_paths_with_dotdot_are_ordinary_paths(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    ok("submit", TEXT, "--event-id", "m-1", "--db", "../m.db", cwd=work)
+    cli_ok("submit", TEXT, "--event-id", "m-1", "--db", "../m.db", cwd=work)
     assert (tmp_path / "m.db").exists()
     (tmp_path / "out").mkdir()
-    out = ok("export", "../out/../a.jsonl", "--db", "../m.db", cwd=work)
+    out = cli_ok("export", "../out/../a.jsonl", "--db", "../m.db", cwd=work)
     assert f" rows to {(tmp_path / 'a.jsonl').resolve()}: " in out
-    backup = ok("backup", "../b.db", "--db", "../m.db", cwd=work)
+    backup = cli_ok("backup", "../b.db", "--db", "../m.db", cwd=work)
     assert backup == f"backed up to {(tmp_path / 'b.db').resolve()}\n"
     assert sorted(p.name for p in work.iterdir()) == []
 
@@ -167,21 +160,21 @@ def test_relative_paths_with_dotdot_are_ordinary_paths(tmp_path: Path) -> None:
 
 def test_a_plain_date_is_the_start_of_that_day_in_utc(tmp_path: Path) -> None:
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
-    ok("submit", TEXT, "--event-id", "m-1", "--occurred-at", "2026-03-10T12:00:00Z", *db)
-    ok("submit", "我在杭州。", "--event-id", "m-2", "--occurred-at", "2026-03-11", *db)
+    cli_ok("submit", TEXT, "--event-id", "m-1", "--occurred-at", "2026-03-10T12:00:00Z", *db)
+    cli_ok("submit", "我在杭州。", "--event-id", "m-2", "--occurred-at", "2026-03-11", *db)
 
     def recalled(*options: str) -> list[str]:
-        found = json.loads(ok("recall", "杭州", "--json", *options, *db))
+        found = json.loads(cli_ok("recall", "杭州", "--json", *options, *db))
         return sorted(item["id"] for item in found["items"])
 
     assert recalled("--as-of", "2026-03-10") == []  # 00:00 UTC: not said yet
     assert recalled("--as-of", "2026-03-11") == ["m-1", "m-2"]  # m-2 occurred at 00:00
     assert recalled("--as-of", "2026-03-11") == recalled("--as-of", "2026-03-11T00:00:00Z")
-    listed = json.loads(ok("list", "events", "--since", "2026-03-11", "--json", *db))
+    listed = json.loads(cli_ok("list", "events", "--since", "2026-03-11", "--json", *db))
     assert [(e["id"], e["occurred_at"]) for e in listed["items"]] == [
         ("m-2", "2026-03-11T00:00:00Z")
     ]
-    listed = json.loads(ok("list", "events", "--until", "2026-03-11", "--json", *db))
+    listed = json.loads(cli_ok("list", "events", "--until", "2026-03-11", "--json", *db))
     assert [e["id"] for e in listed["items"]] == ["m-1"]
     for bad in ("2026-13-01", "2026-03-10T12:00"):  # no such month; no UTC offset
         result = amem_cli("recall", "杭州", "--as-of", bad, *db)
@@ -205,13 +198,9 @@ def test_doctor_names_failed_extractions_and_read_shows_the_error(tmp_path: Path
     with FakeOpenAI() as api:
         api.fail_status = 500
         env = {"AMEM_EXTRACT_BASE_URL": api.base_url, "AMEM_EXTRACT_MODEL": "fake"}
-        ok("host-ingest", "-", "--instance", "laptop", *db, env=env, input=transcript)
+        cli_ok("host-ingest", "-", "--instance", "laptop", *db, env=env, input=transcript)
         assert amem_cli("retry", *db, env=env).returncode == 1  # all seven failed
-    error = (
-        sqlite3.connect(tmp_path / "m.db")
-        .execute("select error from events where id = 'm-0'")
-        .fetchone()[0]
-    )
+    error = value(tmp_path / "m.db", "select error from events where id = 'm-0'")
     assert error.startswith("extraction_failed: ")
 
     result = amem_cli("doctor", *db)
@@ -224,11 +213,11 @@ def test_doctor_names_failed_extractions_and_read_shows_the_error(tmp_path: Path
     assert check["detail"] == line.removeprefix("FAIL  failed extractions: ")
 
     said = "第6句：我搬到杭州了。"
-    header, failure, text = ok("read", "m-6", *db).splitlines()
+    header, failure, text = cli_ok("read", "m-6", *db).splitlines()
     assert header.endswith(f"failed) chars 0-{len(said)} of {len(said)}")
     assert failure == f"error: {error}"
     assert text == said
-    page = json.loads(ok("read", "m-6", "--json", *db))
+    page = json.loads(cli_ok("read", "m-6", "--json", *db))
     assert page["event"]["error"] == error
 
 
@@ -237,13 +226,8 @@ def test_doctor_names_failed_extractions_and_read_shows_the_error(tmp_path: Path
 
 def demo_last_line(tmp_path: Path, env: dict[str, str]) -> list[str]:
     db = tmp_path / "demo.db"
-    result = subprocess.run(
-        [sys.executable, "-m", "amem", "demo", "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    with environment(env):  # all of it: without UV, amem was not started by uv
+        result = amem_cli("demo", "--db", str(db))
     assert result.returncode == 0, result.stderr
     assert "written the way a host's own model writes them" in result.stdout
     last = result.stdout.rstrip().splitlines()[-1]

@@ -14,23 +14,19 @@
 from __future__ import annotations
 
 import json
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from helpers import file_bytes, remember
+from helpers import amem_cli, dump, file_bytes, remember, rows
 from mcp_client import MARKER, connect, ok, other, refused
-from test_cli import amem_cli
-from test_ops import dump
 
 import amem
 from amem.store import erasure, tombstones
 from amem.testing import database
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 CAT_AND_PEANUTS = "I have a cat named Mochi. 另外，我对花生过敏。"
 SECRET = "Zanzibar7731 我的秘密暗号是青龙偃月刀"
@@ -47,11 +43,6 @@ async def cat_and_peanuts(scope: amem.Scope) -> tuple[amem.MemoryRecord, amem.Me
           "basis": "user_statement", "subject": "user", "fact_key": "allergy"}],
     )  # fmt: skip
     return cat, allergy
-
-
-def rows(db_path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    with closing(sqlite3.connect(db_path)) as conn:
-        return conn.execute(sql, params).fetchall()
 
 
 def ids(db_path: Path, table: str) -> set[str]:
@@ -444,6 +435,7 @@ async def test_host_replay_skips_and_reports_erased_entries(
     assert ids(db_path, "events") == {"h-2", "h-3"}
 
 
+@pytest.mark.both_backends
 async def test_an_erased_event_is_refused_over_mcp(anyio_backend: str, tmp_path: Path) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
         await ok(s, "event_submit", text=CAT_AND_PEANUTS, role="user", event_id="m-1")

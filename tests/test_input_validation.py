@@ -10,7 +10,7 @@ import pytest
 
 import amem
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 OVERFLOWING = ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"]
 """Valid in their own offset, outside Python's years 1 to 9999 once turned into UTC."""

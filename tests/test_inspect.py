@@ -1,12 +1,11 @@
-"""``amem inspect``: the read-only web page, over HTTP (the ASGI app through httpx on both
-backends, and the real command on a socket) and in a real headless chromium."""
+"""``amem inspect``: the read-only web page, over HTTP (the ASGI app through httpx, and the
+real command on a socket) and in a real headless chromium."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import html
-import os
 import re
 import shutil
 import signal
@@ -23,15 +22,15 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from helpers import amem_cli, clean_env, remember
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
 from amem.inspector.app import create_app
 from amem.inspector.graph import MAX_NODES
 from amem.inspector.source import readable_file
-from tests.helpers import remember
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 SCOPE = {"persona": "assistant", "project": "support"}
 COFFEE_NOTES = 24
@@ -409,14 +408,14 @@ async def test_a_schema_it_does_not_read_is_refused_unchanged(
     assert fingerprint(sample.path) == before
 
 
-def amem_command(*args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMEM_")}
+def inspect_process(*args: str) -> subprocess.Popen[str]:
+    """``amem inspect ARGS`` as a real process: it serves until a signal stops it."""
     return subprocess.Popen(
         [sys.executable, "-m", "amem", "inspect", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=clean_env(),
     )
 
 
@@ -429,21 +428,19 @@ def announced_url(process: subprocess.Popen[str]) -> str:
 
 
 def test_the_command_explains_itself() -> None:
-    process = amem_command("--help")
-    out, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err
-    out = " ".join(out.split())  # argparse wraps lines
+    result = amem_cli("inspect", "--help")
+    assert result.returncode == 0, result.stderr
+    out = " ".join(result.stdout.split())  # argparse wraps lines
     for text in ("--port", "--open", "127.0.0.1", "read-only", "never created, never migrated"):
         assert text in out, text
 
 
 def test_the_command_refuses_a_missing_file_without_creating_it(tmp_path: Path) -> None:
     path = tmp_path / "typo" / "memory.db"
-    process = amem_command("--db", str(path))
-    out, err = process.communicate(timeout=60)
-    assert process.returncode == 1
-    assert err.startswith("amem: error: no_database:")
-    assert out == ""
+    result = amem_cli("inspect", "--db", str(path))
+    assert result.returncode == 1
+    assert result.stderr.startswith("amem: error: no_database:")
+    assert result.stdout == ""
     assert not path.parent.exists()
 
 
@@ -453,17 +450,16 @@ def test_the_command_refuses_a_port_in_use(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        process = amem_command("--db", str(path), "--port", str(taken.getsockname()[1]))
-        out, err = process.communicate(timeout=60)
-    assert process.returncode == 1
-    assert err.startswith("amem: error: port_unavailable:")
-    assert out == ""
+        result = amem_cli("inspect", "--db", str(path), "--port", str(taken.getsockname()[1]))
+    assert result.returncode == 1
+    assert result.stderr.startswith("amem: error: port_unavailable:")
+    assert result.stdout == ""
 
 
 def test_the_command_serves_on_127_0_0_1_until_interrupted(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     anyio.run(fill, path)
-    process = amem_command("--db", str(path), "--persona", "assistant", "--project", "support")
+    process = inspect_process("--db", str(path), "--persona", "assistant", "--project", "support")
     try:
         url = announced_url(process)
         assert url.endswith("/scope?persona=assistant&project=support")
@@ -520,7 +516,7 @@ def test_pages_in_a_real_browser(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     sample = anyio.run(fill, path)
     before = fingerprint(path)
-    process = amem_command("--db", str(path))
+    process = inspect_process("--db", str(path))
     dialogs: list[str] = []
     try:
         start = announced_url(process)

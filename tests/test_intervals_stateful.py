@@ -3,8 +3,9 @@
 Hypothesis generates lists of operations on the user's ``residence`` (add a fact from a
 user event, correct a live fact with or without a new start, delete a lineage through a
 live or a revoked member, and two requests that must be refused). Every list is replayed
-on a fresh database, under asyncio and under trio, and on a pure-Python model of the
-rules in ``amem/store/facts.py``, ``amem/store/corrections.py`` and ``amem/store/erasure.py``:
+on a fresh database (on asyncio: these rules are logic the event loop cannot change) and
+on a pure-Python model of the rules in ``amem/store/facts.py``,
+``amem/store/corrections.py`` and ``amem/store/erasure.py``:
 
 * intervals are half-open, ``valid_at <= t < invalid_at``;
 * a new fact closes its predecessor (the last live member with ``valid_at <= start``;
@@ -304,7 +305,6 @@ async def replay(ops: list[Op]) -> None:
             await check_grid(scope, model)
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
 # no explain phase: it reruns a failing example ~100 times, for nothing a model diff lacks
 @settings(
     max_examples=100,
@@ -312,5 +312,5 @@ async def replay(ops: list[Op]) -> None:
     phases=[phase for phase in Phase if phase is not Phase.explain],
 )
 @given(ops=operations)
-def test_fact_intervals_follow_the_model(backend: str, ops: list[Op]) -> None:
-    anyio.run(replay, ops, backend=backend)
+def test_fact_intervals_follow_the_model(ops: list[Op]) -> None:
+    anyio.run(replay, ops)  # temporal rules: asyncio only (see tests/conftest.py)

@@ -21,6 +21,7 @@ import anyio
 import httpx
 import pydantic
 import pytest
+from helpers import remember_each
 from mcp_client import (
     PERSONA,
     PROJECT,
@@ -47,13 +48,6 @@ MEMORIES = [
 ]
 PARAPHRASES = {"宠物": MEMORIES[1], "家乡是哪座城市": MEMORIES[0]}
 """Queries that share no word with their memory (tests/test_embeddings.py measured them)."""
-
-
-async def remember(scope: amem.Scope, *texts: str) -> None:
-    for text in texts:
-        receipt = await scope.submit_event(text, role="user", occurred_at=T)
-        draft = {"text": text, "quote": text, "kind": "fact", "basis": "user_statement"}
-        await scope.add_memories(receipt.event_id, [draft])
 
 
 def embedder_pids(parent: int) -> list[int]:
@@ -97,7 +91,7 @@ async def test_the_local_model_finds_paraphrases_and_its_vectors_outlive_a_resta
     async with amem.open(db_path, settings=LOCAL) as mem:
         first_url = mem.settings.embed_base_url
         scope = mem.scope()
-        await remember(scope, *MEMORIES)
+        await remember_each(scope, *MEMORIES)
         reindexed = await scope.reindex()
         found = {query: await scope.recall(query, mode="semantic") for query in PARAPHRASES}
         unrelated = await scope.recall("volcano eruption", mode="semantic")
@@ -122,7 +116,7 @@ async def test_the_local_model_finds_paraphrases_and_its_vectors_outlive_a_resta
 
 async def test_a_query_right_after_opening_waits_for_the_model(db_path: Path) -> None:
     async with default_scope(db_path) as scope:
-        await remember(scope, MEMORIES[1])
+        await remember_each(scope, MEMORIES[1])
     async with amem.open(db_path, settings=LOCAL) as mem:
         # the model is still loading (for about 0.3 s): the query waits in the socket's
         # queue instead of being refused
@@ -158,7 +152,7 @@ async def test_the_embedder_stops_with_the_memory(db_path: Path) -> None:
     async with amem.open(db_path, settings=LOCAL) as mem:
         [pid] = embedder_pids(os.getpid())
         assert alive(pid)
-        await remember(mem.scope(), MEMORIES[0])
+        await remember_each(mem.scope(), MEMORIES[0])
         await mem.scope().reindex()
     assert not alive(pid)  # stopped and reaped before the block ended
     assert embedder_pids(os.getpid()) == []
@@ -237,7 +231,7 @@ async def test_an_embedder_that_cannot_start_is_logged_and_recall_ranks_lexicall
     with caplog.at_level(logging.WARNING, logger="amem"):
         async with amem.open(db_path, settings=LOCAL) as mem:
             scope = mem.scope()
-            await remember(scope, MEMORIES[1])
+            await remember_each(scope, MEMORIES[1])
             with anyio.fail_after(20):
                 while not any("local embedder exited" in r.message for r in caplog.records):
                     await anyio.sleep(0.05)
@@ -258,7 +252,7 @@ async def test_amem_serve_with_the_local_embedder_keeps_stdout_for_jsonrpc(
 ) -> None:
     db = tmp_path / "m.db"
     async with default_scope(db) as scope:
-        await remember(scope, *MEMORIES)
+        await remember_each(scope, *MEMORIES)
     async with amem.open(db, settings=LOCAL) as mem:  # vectors the server will reuse
         await mem.scope(PERSONA, PROJECT).reindex()
     async with raw_server(

@@ -6,7 +6,7 @@ import pytest
 
 import amem
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 T = "2026-03-01T10:00:00+08:00"
 

@@ -10,10 +10,7 @@ aimed at.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -21,12 +18,12 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import dump
+from helpers import amem_cli, dump
 
 import amem
 from amem.db.schema import SCHEMA_VERSION, V1, V2
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PERSONA, PROJECT = "assistant", "support"
@@ -85,14 +82,6 @@ def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
 
 
-def amem_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMEM_")}
-    return subprocess.run(
-        [sys.executable, "-m", "amem", *map(str, args)],
-        capture_output=True, text=True, timeout=60, env=env,
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def good_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An archive of ``populate``'s data, written once for the tests that spoil it."""
@@ -142,6 +131,7 @@ async def test_export_then_import_reproduces_the_same_archive(tmp_path: Path) ->
     assert rows_a[-1] == json.dumps({"end": True, "rows": 16}, separators=(",", ":"))
 
 
+@pytest.mark.both_backends
 async def test_export_is_one_snapshot_while_a_writer_runs(tmp_path: Path) -> None:
     async with amem.open(tmp_path / "a.db", settings=settings()) as mem:
         s = mem.scope(persona=PERSONA, project=PROJECT)
@@ -363,6 +353,7 @@ def table_row(line: str) -> tuple[str | None, dict[str, Any]]:
 # --- backup and restore ----------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 async def test_backup_while_a_writer_runs_restores_a_consistent_copy(tmp_path: Path) -> None:
     source = tmp_path / "live.db"
     async with amem.open(source, settings=settings()) as mem:
@@ -570,6 +561,7 @@ async def test_doctor_finds_a_healthy_database_healthy(tmp_path: Path) -> None:
     assert report.counts["search_docs"] == 8  # 5 conversation or correction events, 3 memories
 
 
+@pytest.mark.both_backends
 async def test_doctor_reports_what_has_no_vector_and_the_next_open_fills_it(
     tmp_path: Path,
 ) -> None:

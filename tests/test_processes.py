@@ -5,13 +5,12 @@ nothing is lost, and the file ends up migrated once and intact.
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 
 import anyio
 import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
+from helpers import inspect_file
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
@@ -65,18 +64,8 @@ async def test_processes_share_one_new_file(anyio_backend: str, tmp_path: Path) 
             assert page.event.seq == seq
             assert page.event.session == common.session(event_id)
 
-    rows, user_version, integrity = await anyio.to_thread.run_sync(inspect_file, db_path)
-    assert integrity == [("ok",)]
-    assert user_version == SCHEMA_VERSION
+    report = await anyio.to_thread.run_sync(inspect_file, db_path)
+    assert report.integrity == [("ok",)]
+    assert report.user_version == SCHEMA_VERSION
+    rows = {event_id: (row.seq, row.text) for event_id, row in report.events.items()}
     assert rows == {event_id: (seq, common.payload(event_id)) for event_id, seq in acked.items()}
-
-
-def inspect_file(db_path: Path) -> tuple[dict[str, tuple[int, str]], int, list[tuple[str]]]:
-    with closing(sqlite3.connect(db_path)) as conn:
-        rows = {
-            event_id: (seq, text)
-            for event_id, seq, text in conn.execute("select id, seq, text from events")
-        }
-        user_version = conn.execute("pragma user_version").fetchone()[0]
-        integrity = conn.execute("pragma integrity_check").fetchall()
-    return rows, user_version, integrity

@@ -19,7 +19,7 @@ import pytest
 
 import amem
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 
 def on_read_only_storage(folder: Path, *command: str | Path) -> subprocess.CompletedProcess[str]:

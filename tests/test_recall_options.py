@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import amem_cli, cli_ok
 from mcp_client import MARKER, connect, ok, other, refused
-from test_cli import amem_cli
 
 import amem
 from amem.limits import MAX_EXCLUDED_EVENTS
 from amem.testing import FakeOpenAI
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 AS_OF = "2026-06-01T00:00:00Z"
 EARLIER = ("2026-05-01T10:00:00Z", "2026-05-02T10:00:00Z", "2026-05-03T10:00:00Z")
@@ -342,6 +342,7 @@ async def test_every_item_carries_its_source_events_role(scope: amem.Scope) -> N
 # --- MCP -----------------------------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 async def test_mcp_recall_leaves_out_the_turn_merges_and_names_roles(
     anyio_backend: str, tmp_path: Path
 ) -> None:
@@ -388,12 +389,6 @@ async def test_mcp_recall_leaves_out_the_turn_merges_and_names_roles(
 
 
 # --- CLI -----------------------------------------------------------------------------------
-
-
-def cli_ok(*args: str) -> str:
-    result = amem_cli(*args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_cli_recall_leaves_out_the_turn_and_shows_role_and_occurrences(tmp_path: Path) -> None:

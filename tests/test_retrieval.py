@@ -12,8 +12,10 @@ import sqlite3
 import uuid
 from contextlib import closing
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 
+import helpers
 import pytest
 from helpers import undo_v9
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +26,7 @@ from amem.recall.lexical import KnownTerms, Term, TermCounts, term_stats
 from amem.recall.tuning import PER_TERM, PRIOR_WEIGHTS, SCORED_CHARS, WEIGHTS
 from amem.search.text import STOP_WORDS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 AS_OF = "2026-06-01T00:00:00Z"
 RECENT = "2026-05-01T00:00:00Z"  # 31 days before AS_OF
@@ -44,24 +46,8 @@ IN_BOTH_LANGUAGES = pytest.mark.parametrize(
 )
 """The same preference said in English and in Chinese: ranking must not depend on which."""
 
-
-async def derive(
-    scope: amem.Scope,
-    event: str,
-    text: str,
-    quote: str,
-    *,
-    at: str = RECENT,
-    role: str = "user",
-    kind: str = "fact",
-    basis: str = "user_statement",
-    **extra: object,
-) -> amem.MemoryRecord:
-    """One event and one memory derived from it."""
-    receipt = await scope.submit_event(event, role=role, occurred_at=at)
-    draft = {"text": text, "quote": quote, "kind": kind, "basis": basis, **extra}
-    [memory] = await scope.add_memories(receipt.event_id, [draft])
-    return memory
+derive = partial(helpers.derive, at=RECENT)
+"""One event and one memory derived from it, said ``RECENT``ly unless ``at`` says when."""
 
 
 async def found(scope: amem.Scope, query: str) -> list[str]:

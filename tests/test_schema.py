@@ -9,21 +9,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from helpers import undo_v6
+from helpers import undo_v6, value
 
 import amem
 from amem.db import schema
 from amem.db.schema import FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
 
-pytestmark = pytest.mark.anyio
-
-
-def sqlite_value(path: Path, sql: str) -> object:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql).fetchone()[0]
-    finally:
-        conn.close()
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 
 def digest(path: Path) -> str:
@@ -48,8 +40,8 @@ def make_old_database(path: Path, version: int) -> None:
 
 async def test_a_new_file_is_at_the_current_version_in_wal_mode(db_path: Path) -> None:
     async with amem.open(db_path):
-        assert sqlite_value(db_path, "pragma journal_mode") == "wal"
-    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION == 10
+        assert value(db_path, "pragma journal_mode") == "wal"
+    assert value(db_path, "pragma user_version") == SCHEMA_VERSION == 10
     tables = {
         "events", "personas", "memories", "relations", "checkpoints", "vectors",
         "vector_epochs", "erased_events", "scope_limits", "search_docs", "search_fts",
@@ -73,8 +65,8 @@ async def test_older_versions_migrate_and_keep_their_data(db_path: Path, version
         found = await mem.scope("p", "q").recall("旧")  # v5 indexes what the file holds
         await mem.scope("p", "q").submit_event("新的", role="user")
     assert page.text == "旧的事件"
-    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION
-    assert sqlite_value(db_path, "select count(*) from events") == 2
+    assert value(db_path, "pragma user_version") == SCHEMA_VERSION
+    assert value(db_path, "select count(*) from events") == 2
     assert [item.id for item in found.items] == ["old-1"]
 
 
@@ -94,7 +86,7 @@ async def test_a_newer_version_is_refused_and_the_file_left_byte_identical(db_pa
     conn.execute(f"pragma user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     await assert_refused_untouched(db_path, "schema_too_new")
-    assert sqlite_value(db_path, "pragma journal_mode") == "delete"
+    assert value(db_path, "pragma journal_mode") == "delete"
 
 
 async def test_a_foreign_database_is_refused_untouched(db_path: Path) -> None:
@@ -136,9 +128,9 @@ async def test_a_file_left_mid_write_by_a_killed_process_opens(db_path: Path) ->
     await die_mid_write(db_path, "create table notes (body text)")
     async with amem.open(db_path) as mem:
         await mem.scope().submit_event("after the crash", role="user")
-    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION
-    assert sqlite_value(db_path, "select count(*) from sqlite_master where name = 'notes'") == 0
-    assert sqlite_value(db_path, "select count(*) from events") == 1
+    assert value(db_path, "pragma user_version") == SCHEMA_VERSION
+    assert value(db_path, "select count(*) from sqlite_master where name = 'notes'") == 0
+    assert value(db_path, "select count(*) from events") == 1
 
 
 async def test_a_foreign_file_left_mid_write_is_still_refused_as_foreign(db_path: Path) -> None:
@@ -151,9 +143,10 @@ async def test_a_foreign_file_left_mid_write_is_still_refused_as_foreign(db_path
         async with amem.open(db_path):
             pass
     assert caught.value.code == "not_amem_database"
-    assert sqlite_value(db_path, "select count(*) from notes") == 0  # rolled back, kept
+    assert value(db_path, "select count(*) from notes") == 0  # rolled back, kept
 
 
+@pytest.mark.both_backends
 async def test_concurrent_first_start_in_one_process_migrates_once(db_path: Path) -> None:
     receipts: list[amem.EventReceipt] = []
 
@@ -165,8 +158,8 @@ async def test_concurrent_first_start_in_one_process_migrates_once(db_path: Path
         for n in range(4):
             tg.start_soon(start_and_write, n)
     assert len(receipts) == 4
-    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION
-    assert sqlite_value(db_path, "select count(*) from events") == 4
+    assert value(db_path, "pragma user_version") == SCHEMA_VERSION
+    assert value(db_path, "select count(*) from events") == 4
 
 
 async def test_missing_parent_directories_are_created(tmp_path: Path) -> None:
@@ -189,7 +182,7 @@ async def test_v3_index_is_rebuilt_so_every_letter_is_found(db_path: Path) -> No
     conn.execute("pragma user_version = 3")
     conn.close()
     async with amem.open(db_path) as mem:
-        assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION
+        assert value(db_path, "pragma user_version") == SCHEMA_VERSION
         for query in ("ᦰᦱ", "杭州"):
             hits = await mem.scope("p", "q").recall(query)
             assert [item.id for item in hits.items] == ["e1"], query
@@ -247,4 +240,4 @@ def test_a_new_file_another_process_migrates_meanwhile_is_not_called_foreign(
     sqlite3.connect(db_path).execute("pragma journal_mode = wal").close()  # new, not empty
     monkeypatch.setattr(schema, "open_sqlite", lambda path, readonly: MigratedMidCheck(db_path))
     schema.check_existing(db_path)  # version and tables read together: one snapshot
-    assert sqlite_value(db_path, "pragma user_version") == 1
+    assert value(db_path, "pragma user_version") == 1

@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
-from helpers import undo_v6
+from helpers import undo_v6, value
 
 import amem
 from amem.db.drivers import open_sqlite
@@ -31,7 +31,7 @@ from amem.db.schema import SCHEMA_VERSION, migrate
 from amem.ops import doctor
 from amem.search import text
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 PERSONA, PROJECT = "assistant", "support"
 CHILDREN = Path(__file__).resolve().parent / "children"
@@ -99,11 +99,6 @@ def scoped(persona: str, project: str, value: str) -> str:
     return " ".join([text.scope_token(persona, project), *old_tokens(value)])
 
 
-def sqlite_value(path: Path, sql: str, *args: object) -> object:
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-        return conn.execute(sql, args).fetchone()[0]
-
-
 def index_tokens(path: Path) -> dict[tuple[str, str], str]:
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute("select doc_kind, ref, tokens from search_docs").fetchall()
@@ -155,7 +150,7 @@ async def test_topic_cue_shows_the_words_not_their_stems(db_path: Path, scope: a
     draft = {"text": "User studies Japanese grammars every evening", "quote": said,
              "kind": "episode", "basis": "user_statement"}  # fmt: skip
     await scope.add_memories("study", [draft])
-    cue = sqlite_value(db_path, "select cue_key from memories where event_id = 'study'")
+    cue = value(db_path, "select cue_key from memories where event_id = 'study'")
     assert cue == "studies japanese grammars every evening"
     assert await found(scope, "study grammar") == ["study"]
 
@@ -203,7 +198,7 @@ async def test_an_older_file_is_reindexed_with_stems_on_open(
             assert (await found(scope, "drinks"))[0] == "drink"
             report = await mem.doctor()
     assert report.ok, report
-    assert sqlite_value(db_path, "pragma user_version") == SCHEMA_VERSION == 10
+    assert value(db_path, "pragma user_version") == SCHEMA_VERSION == 10
     assert progress == [(documents, documents)]
     messages = [r.getMessage() for r in caplog.records if r.name == "amem"]
     assert any(
@@ -278,12 +273,13 @@ async def next_line(stream: BufferedByteReceiveStream) -> str:
 
 def assert_still_old(path: Path) -> None:
     """What any other connection sees while the migration runs: the whole old index."""
-    assert sqlite_value(path, "pragma user_version") == 4
-    assert sqlite_value(path, "select count(*) from search_docs") == BIG
-    tokens = sqlite_value(path, "select tokens from search_docs where ref = 'special'")
+    assert value(path, "pragma user_version") == 4
+    assert value(path, "select count(*) from search_docs") == BIG
+    tokens = value(path, "select tokens from search_docs where ref = 'special'")
     assert str(tokens).endswith(" i am reading two books")
 
 
+@pytest.mark.both_backends
 async def test_a_killed_migration_leaves_the_old_file_which_migrates_on_reopen(
     anyio_backend: str, tmp_path: Path
 ) -> None:
@@ -297,14 +293,15 @@ async def test_a_killed_migration_leaves_the_old_file_which_migrates_on_reopen(
             process.send_signal(signal.SIGKILL)
             assert await process.wait() == -signal.SIGKILL
     assert "rebuilding the search index for English stemming" in log_path.read_text()
-    assert sqlite_value(path, "pragma integrity_check") == "ok"
+    assert value(path, "pragma integrity_check") == "ok"
     assert_still_old(path)
     async with amem.open(path, settings=amem.Settings()) as mem:
         assert await found(mem.scope(PERSONA, PROJECT), "book read") == ["special"]
-    assert sqlite_value(path, "pragma user_version") == SCHEMA_VERSION
-    assert sqlite_value(path, "select count(*) from search_docs") == BIG
+    assert value(path, "pragma user_version") == SCHEMA_VERSION
+    assert value(path, "select count(*) from search_docs") == BIG
 
 
+@pytest.mark.both_backends
 async def test_another_process_opening_during_the_migration_waits_for_it(
     anyio_backend: str, tmp_path: Path
 ) -> None:
@@ -316,7 +313,7 @@ async def test_another_process_opening_during_the_migration_waits_for_it(
             assert await next_line(stdout) == f"paused 2000 {BIG}", log_path.read_text()
             assert_still_old(path)
             async with amem.open(path, settings=amem.Settings()) as mem:  # waits for the lock
-                assert sqlite_value(path, "pragma user_version") == SCHEMA_VERSION
+                assert value(path, "pragma user_version") == SCHEMA_VERSION
                 assert await found(mem.scope(PERSONA, PROJECT), "books") == ["special"]
             assert await next_line(stdout) == "opened"
             assert await process.wait() == 0, log_path.read_text()

@@ -6,7 +6,7 @@ import pytest
 
 import amem
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 JAN, MAR, JUN, SEP = (f"2026-{m}-01T00:00:00Z" for m in ("01", "03", "06", "09"))
 

@@ -4,10 +4,7 @@ of an agent loop's memory, through the Python API, MCP and the command line."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from contextlib import closing
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -15,14 +12,14 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import file_bytes, undo_v8
+from helpers import amem_cli, cli_ok, file_bytes, rows, undo_v8
 from mcp_client import MARKER, connect, ok, other, refused
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
 from amem.models import DEFAULT_TIERS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
 
 SESSION = "task-1"
 AT = "2026-03-01T09:00:00+00:00"
@@ -49,20 +46,6 @@ async def note(
 
 def later(memory: amem.MemoryRecord, hours: float) -> datetime:
     return memory.created_at + timedelta(hours=hours)
-
-
-def cli_ok(*args: str) -> str:
-    """Run ``amem`` with ``args``; it must succeed. Returns its stdout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMEM_")}
-    done = subprocess.run([sys.executable, "-m", "amem", *args], capture_output=True,
-                          text=True, timeout=60, env=env)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def db_rows(path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    with closing(sqlite3.connect(path)) as conn:
-        return conn.execute(sql, params).fetchall()
 
 
 # --- tiers and pins ------------------------------------------------------------------------
@@ -199,7 +182,7 @@ async def test_a_v7_file_migrates_with_each_kind_in_its_default_tier(db_path: Pa
         migrated |= {r.id: r for r in (await scope.read(episode.event_id)).memories}
         working = await note(scope, "scratch after the upgrade")
         listed = await scope.list(tier="working")
-    assert db_rows(db_path, "pragma user_version") == [(SCHEMA_VERSION,)] == [(10,)]
+    assert rows(db_path, "pragma user_version") == [(SCHEMA_VERSION,)] == [(10,)]
     assert migrated[fact.id].tier == "profile"
     assert migrated[episode.id].tier == "episodic"
     assert all(not r.pinned and r.expires_at is None for r in migrated.values())
@@ -242,8 +225,8 @@ async def test_consolidate_deletes_expired_working_notes_completely(db_path: Pat
         assert (await scope.consolidate(as_of=later(gone, 24))).deleted == []  # idempotent
         await scope.submit_event("after the consolidation", role="user")
     assert receipt.event_id == "e1"
-    assert db_rows(db_path, "select count(*) from relations") == [(0,)]
-    assert db_rows(db_path, "select count(*) from memories where id = ?", gone.id) == [(0,)]
+    assert rows(db_path, "select count(*) from relations") == [(0,)]
+    assert rows(db_path, "select count(*) from memories where id = ?", gone.id) == [(0,)]
     data = file_bytes(db_path)
     for needle in (SCRATCH, "quokka9931"):
         assert needle.encode() not in data, needle
@@ -319,9 +302,9 @@ async def test_a_dry_run_changes_nothing(db_path: Path) -> None:
         gone = await note(scope, "throwaway note")
         kept = await note(scope, "pinned note")
         await scope.pin(kept.id)
-        before = db_rows(db_path, "select * from memories order by num")
+        before = rows(db_path, "select * from memories order by num")
         preview = await scope.consolidate(as_of=later(gone, 48), dry_run=True)
-        assert db_rows(db_path, "select * from memories order by num") == before
+        assert rows(db_path, "select * from memories order by num") == before
         done = await scope.consolidate(as_of=later(gone, 48))
     assert preview.model_dump(exclude={"dry_run"}) == done.model_dump(exclude={"dry_run"})
     assert preview.deleted == [gone.id]
@@ -365,9 +348,9 @@ async def test_an_expired_correction_takes_its_whole_lineage_with_it(db_path: Pa
         assert checkpoint.covered_seq is None  # the event it covered is gone
         report = await mem.doctor()
         assert report.ok, [c for c in report.checks if not c.ok]
-    assert db_rows(db_path, "select count(*) from memories") == [(0,)]
-    assert db_rows(db_path, "select count(*) from relations") == [(0,)]
-    assert db_rows(db_path, "select id from events where category = 'correction'") == []
+    assert rows(db_path, "select count(*) from memories") == [(0,)]
+    assert rows(db_path, "select count(*) from relations") == [(0,)]
+    assert rows(db_path, "select id from events where category = 'correction'") == []
     data = file_bytes(db_path)
     for marker in (b"wombat2024", b"numbat2025"):
         assert marker not in data, marker
@@ -414,12 +397,9 @@ async def test_doctor_reports_orphans_and_the_command_exits_1(db_path: Path) -> 
     )
     assert check.fix is not None
     assert "amem delete" in check.fix
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMEM_")}
-    done = await anyio.run_process(
-        [sys.executable, "-m", "amem", "doctor", "--db", str(db_path)], check=False, env=env
-    )
+    done = await anyio.to_thread.run_sync(amem_cli, "doctor", "--db", db_path)
     assert done.returncode == 1, done.stderr
-    assert b"FAIL  orphans: 1 correction events without their memory" in done.stdout
+    assert "FAIL  orphans: 1 correction events without their memory" in done.stdout
 
 
 async def test_doctor_reports_links_and_memories_pointing_at_nothing(db_path: Path) -> None:
@@ -498,9 +478,9 @@ async def test_compaction_links_and_reasons_name_the_new_memory(
     done = await scope.compact_working(SESSION, keep=0)
     assert done.memory is not None
     assert done.folded == [n.id for n in notes]
-    links = db_rows(db_path, "select from_id, to_id, kind from relations order by to_id")
+    links = rows(db_path, "select from_id, to_id, kind from relations order by to_id")
     assert sorted(links) == sorted((done.memory.id, n.id, "related") for n in notes)
-    reasons = db_rows(
+    reasons = rows(
         db_path, "select distinct revoke_reason from memories where revoked_at is not null"
     )
     assert reasons == [(f"compacted into {done.memory.id}",)]
@@ -510,8 +490,8 @@ async def test_compaction_links_and_reasons_name_the_new_memory(
 async def test_compacting_nothing_writes_nothing(scope: amem.Scope, db_path: Path) -> None:
     kept = [await note(scope, f"note {n}") for n in range(3)]
     before = (
-        db_rows(db_path, "select count(*) from events"),
-        db_rows(db_path, "select * from memories"),
+        rows(db_path, "select count(*) from events"),
+        rows(db_path, "select * from memories"),
     )
     done = await scope.compact_working(SESSION, keep=3)
     empty = await scope.compact_working("no-such-session")
@@ -519,8 +499,8 @@ async def test_compacting_nothing_writes_nothing(scope: amem.Scope, db_path: Pat
     assert sorted(done.kept) == sorted(m.id for m in kept)
     assert (empty.kept, empty.folded) == ([], [])
     after = (
-        db_rows(db_path, "select count(*) from events"),
-        db_rows(db_path, "select * from memories"),
+        rows(db_path, "select count(*) from events"),
+        rows(db_path, "select * from memories"),
     )
     assert after == before
     with pytest.raises(amem.InvalidInput):
@@ -539,6 +519,7 @@ async def test_a_compacted_memory_survives_consolidation(scope: amem.Scope) -> N
 # --- MCP and the command line -------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 async def test_mcp_tools_pin_consolidate_and_compact(anyio_backend: str, tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     async with connect(db, other(anyio_backend), tmp_path / "server.log") as s:
@@ -615,8 +596,7 @@ def test_cli_pin_consolidate_and_compact_working(tmp_path: Path) -> None:
     )
     done = json.loads(cli_ok("consolidate", *db, "--json"))
     assert (done["dry_run"], done["deleted"], done["promotions"]) == (False, [], [])
-    bad = subprocess.run([sys.executable, "-m", "amem", "pin", "mem_nope", *db],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    bad = amem_cli("pin", "mem_nope", *db)
     assert bad.returncode == 1
     assert bad.stderr.startswith("amem: error: not_found")
 
@@ -638,11 +618,11 @@ async def test_an_archive_carries_tiers_pins_and_ttls(tmp_path: Path) -> None:
 async def test_a_refused_compaction_writes_nothing(scope: amem.Scope, db_path: Path) -> None:
     notes = [await note(scope, f"probe {n}") for n in range(3)]
     await scope.set_limits(max_events=3)  # the compaction event would be the fourth
-    before = db_rows(db_path, "select * from memories"), db_rows(db_path, "select * from events")
+    before = rows(db_path, "select * from memories"), rows(db_path, "select * from events")
     with pytest.raises(amem.StorageError) as caught:
         await scope.compact_working(SESSION, keep=0)
     assert caught.value.code == "capacity_exceeded"
-    after = db_rows(db_path, "select * from memories"), db_rows(db_path, "select * from events")
+    after = rows(db_path, "select * from memories"), rows(db_path, "select * from events")
     assert after == before
     assert {m.id for m in (await scope.list(tier="working")).items} == {n.id for n in notes}
 
