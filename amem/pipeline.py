@@ -38,7 +38,7 @@ from .llm import embeddings
 from .llm.client import Refused
 from .llm.extraction import extract
 from .search import text, vectors
-from .search.index import INDEXED_EVENT
+from .search.index import INDEXED_EVENT, INDEXED_MEMORY
 from .search.vectors import Embedded, Key
 from .store import extraction
 from .store.extraction import Outcome
@@ -342,13 +342,11 @@ class Pipeline:
         return memories, len(todo) - memories, stored
 
 
-UNEMBEDDED = """not exists (select 1 from vectors v
-    where v.fingerprint = :fingerprint and v.doc_kind = :kind and v.ref = :ref)"""
 SELECT_MEMORY_TEXT = f"""
-select text from memories m where id = :ref and revoked_at is null and {UNEMBEDDED}
+select text from memories m where id = :ref and {INDEXED_MEMORY} and {vectors.UNEMBEDDED_MEMORY}
 """
 SELECT_EVENT_TEXT = f"""
-select text from events e where id = :ref and {INDEXED_EVENT} and {UNEMBEDDED}
+select text from events e where id = :ref and {INDEXED_EVENT} and {vectors.UNEMBEDDED_EVENT}
 """
 
 
@@ -360,7 +358,7 @@ def texts_of(
     found = []
     for kind, ref in dict.fromkeys(keys):
         sql = SELECT_MEMORY_TEXT if kind == "memory" else SELECT_EVENT_TEXT
-        params = {"ref": ref, "kind": kind, "fingerprint": fingerprint}
+        params = {"ref": ref, "fingerprint": fingerprint}
         row = conn.execute(sql, params).fetchone()
         if row is not None:
             found.append((kind, ref, str(row[0])))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ..db.rules import CURRENT_MEMORY, SAID_AS_OF
 from ..db.times import db_time, from_db_time
 from ..limits import MAX_QUERY_CHARS, MAX_RECALL_LIMIT
 from ..models import Checkpoint, CurrentEmotion, Persona, RecallItem
@@ -79,20 +80,19 @@ class Packed:
 
 SELECT_AGREEMENTS = f"""
 select id, kind, text, valid_at from memories m
-where persona = :persona and project = :project and revoked_at is null
+where persona = :persona and project = :project and {CURRENT_MEMORY}
   and kind in ('agreement', 'growth') and {valid_as_of()}
 order by valid_at desc, num desc limit :count
 """
 SELECT_PINNED = f"""
 select id, text, kind, valid_at, event_id from memories m
-where persona = :persona and project = :project and revoked_at is null and pinned = 1
+where persona = :persona and project = :project and {CURRENT_MEMORY} and pinned = 1
   and {valid_as_of()}
 order by valid_at desc, num desc limit :count
 """
-SELECT_RECENT_EVENTS = """
-select id, role, occurred_at, substr(text, 1, :cap), length(text) from events
-where persona = :persona and project = :project and session = :session
-  and category = 'conversation' and status != 'amended' and occurred_at <= :as_of
+SELECT_RECENT_EVENTS = f"""
+select id, role, occurred_at, substr(text, 1, :cap), length(text) from events e
+where persona = :persona and project = :project and session = :session and {SAID_AS_OF}
 order by occurred_at desc, seq desc limit :count
 """
 
