@@ -50,12 +50,16 @@ from .inputs import (
     when_or_now,
 )
 from .limits import (
+    DEFAULT_BUDGET,
+    DEFAULT_KEEP_NOTES,
     DEFAULT_LIST_LIMIT,
     DEFAULT_READ_CHARS,
+    DEFAULT_RECALL_LIMIT,
     MAX_BUDGET,
     MAX_CAPTURE_ENTRIES,
     MAX_EVENT_CHARS,
     MAX_EXCLUDED_EVENTS,
+    MAX_INTEGER,
     MAX_KEEP_NOTES,
     MAX_KEY_CHARS,
     MAX_LIST_LIMIT,
@@ -96,6 +100,7 @@ from .models import (
     MemoryDraft,
     MemoryRecord,
     Persona,
+    Progress,
     RecallResult,
     ReindexResult,
     Relation,
@@ -106,7 +111,7 @@ from .models import (
     TombstoneImport,
 )
 from .ops import doctor, files, transfer
-from .pipeline import Pipeline, Progress
+from .pipeline import Pipeline
 from .reads import Read, Reads
 from .recall import recall_memories
 from .recall.lexical import TermCounts
@@ -350,7 +355,7 @@ class Memory:
         """A persona version (the latest by default); a new persona starts neutral."""
         name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
         if version is not None:
-            require_int(version, "version", low=1, high=2**62)
+            require_int(version, "version", low=1, high=MAX_INTEGER)
         found = await self._runtime.read(personas.get_persona, name, version)
         if found is not None:
             return found
@@ -369,7 +374,7 @@ class Memory:
     async def rollback_persona(self, persona: str, version: int) -> Persona:
         """Append a new version equal to ``version``; history is never erased."""
         name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
-        require_int(version, "version", low=1, high=2**62)
+        require_int(version, "version", low=1, high=MAX_INTEGER)
         return await self._runtime.write(personas.rollback_to, name, version, now=db_now())
 
     async def persona_history(self, persona: str) -> list[Persona]:
@@ -630,7 +635,7 @@ class Scope:
         self,
         query: str,
         *,
-        limit: int = 10,
+        limit: int = DEFAULT_RECALL_LIMIT,
         as_of: str | datetime | None = None,
         include_history: bool = False,
         mode: str = "auto",
@@ -662,7 +667,7 @@ class Scope:
             else require_names(exclude_event_ids, "exclude_event_ids", most=MAX_EXCLUDED_EVENTS)
         )
         if exclude_from_seq is not None:
-            require_int(exclude_from_seq, "exclude_from_seq", low=1, high=2**62)
+            require_int(exclude_from_seq, "exclude_from_seq", low=1, high=MAX_INTEGER)
         settings = self._runtime.settings
         request = RecallQuery(
             persona=self.persona,
@@ -812,7 +817,7 @@ class Scope:
         session: str,
         *,
         query: str | None = None,
-        budget: int = packs.DEFAULT_BUDGET,
+        budget: int = DEFAULT_BUDGET,
         model: str | None = None,
         as_of: str | datetime | None = None,
         counter: TokenCounter = estimate_tokens,
@@ -1076,7 +1081,7 @@ class Scope:
         return done
 
     async def compact_working(
-        self, session: str, *, keep: int = 10, dry_run: bool = False
+        self, session: str, *, keep: int = DEFAULT_KEEP_NOTES, dry_run: bool = False
     ) -> Compaction:
         """Fold the older working notes of ``session`` into one episodic memory, offline.
 
@@ -1169,9 +1174,9 @@ class Scope:
         differs, nothing is written (``version_conflict``).
         """
         instance = require_name(instance, "instance")
-        start = require_int(start, "start", low=0, high=2**62)
+        start = require_int(start, "start", low=0, high=MAX_INTEGER)
         if expected_cursor is not None:
-            require_int(expected_cursor, "expected_cursor", low=0, high=2**62)
+            require_int(expected_cursor, "expected_cursor", low=0, high=MAX_INTEGER)
         if not isinstance(entries, Sequence) or len(entries) > MAX_CAPTURE_ENTRIES:
             raise InvalidInput(f"entries must be a list of at most {MAX_CAPTURE_ENTRIES} events")
         for n, entry in enumerate(entries):

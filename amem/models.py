@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal, get_args
 
@@ -30,6 +31,9 @@ MemoryTier = Literal["working", "episodic", "profile"]
 """Where a memory lives: ``working`` (the current task's scratch notes, with a TTL),
 ``episodic`` (what happened) or ``profile`` (lasting facts about the user)."""
 RecallMode = Literal["auto", "fast", "semantic", "deep"]
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while long work runs (export, import, backup,
+reindex, retried extraction, transcript capture)."""
 RelationKind = Literal["related", "corrects"]
 """``related``: linked by a host or a compaction; ``corrects``: a correction's audit link."""
 DocKind = Literal["memory", "event"]

@@ -23,7 +23,7 @@ import logging
 import math
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 
 import anyio
@@ -37,6 +37,7 @@ from .errors import AmemError, UpstreamError
 from .llm import embeddings
 from .llm.client import Refused
 from .llm.extraction import extract
+from .models import Progress
 from .search import text, vectors
 from .search.index import INDEXED_EVENT, INDEXED_MEMORY
 from .search.vectors import Embedded, Key
@@ -47,8 +48,6 @@ log = logging.getLogger("amem")
 
 ScopeKey = tuple[str, str]
 """``(persona, project)``."""
-Progress = Callable[[int, int], None]
-"""Called as ``progress(done, total)`` while long work runs."""
 BACKFILL_AFTER = 1.0
 """Seconds after open before the backfill starts: a process's first requests go first, and
 a one-shot command done by then sends no embedding request it would abandon at exit."""

@@ -39,8 +39,6 @@ from ..prompt import render_context
 from ..tokens import TokenCounter
 from .facts import valid_as_of
 
-DEFAULT_BUDGET = 4_000
-"""The budget of a pack when the caller gives none, in tokens (Python and MCP)."""
 AGREEMENTS = 20
 RECALLED = 20
 PINNED = 50
