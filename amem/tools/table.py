@@ -338,7 +338,7 @@ class PersonaGet(Args):
 async def persona_get(served: Served, args: PersonaGet) -> Any:
     """Read a persona. Only the operator edits personas (amem CLI)."""
     persona = served.persona if args.persona is None else args.persona
-    return await served.memory.persona(persona, version=args.version)
+    return await served.memory._shown_persona(persona, version=args.version)
 
 
 class ExtractionRetry(Args):
