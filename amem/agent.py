@@ -15,10 +15,15 @@ from typing import Any
 
 from .errors import InvalidInput
 from .inputs import require_int, require_name
-from .limits import MAX_BUDGET, MAX_CAPTURE_ENTRIES, MAX_EXCLUDED_EVENTS, MAX_KEEP_NOTES
+from .limits import (
+    DEFAULT_BUDGET,
+    MAX_BUDGET,
+    MAX_CAPTURE_ENTRIES,
+    MAX_EXCLUDED_EVENTS,
+    MAX_KEEP_NOTES,
+)
 from .memory import Scope
 from .models import ContextPack, EventReceipt, TurnEnd
-from .store.packs import DEFAULT_BUDGET
 from .tokens import TokenCounter, estimate_tokens
 
 TURN_FIELDS = frozenset(("role", "text", "event_id", "occurred_at"))

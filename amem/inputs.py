@@ -22,6 +22,7 @@ from .limits import (
     MAX_DRAFTS,
     MAX_EVENT_CHARS,
     MAX_ID_CHARS,
+    MAX_INTEGER,
     MAX_LIST_ITEMS,
     has_hidden_characters,
 )
@@ -279,7 +280,7 @@ def checkpoint_fields(
         "next_action": optional_text(next_action, "next_action", max_chars=MAX_CHECKPOINT_CHARS),
         "covered_seq": None
         if covered_seq is None
-        else require_int(covered_seq, "covered_seq", low=1, high=2**62),
+        else require_int(covered_seq, "covered_seq", low=1, high=MAX_INTEGER),
     }
 
 

@@ -58,8 +58,13 @@ MAX_LIST_ITEMS = 100
 
 # --- requests ---------------------------------------------------------------------------
 
+MAX_INTEGER = 2**62
+"""Largest integer a caller may pass for a number amem stores or compares with stored ones
+(a sequence number, a version, a cursor, a scope's limit): far inside SQLite's signed
+64-bit integers, so no comparison or sum of two of them overflows."""
 MAX_QUERY_CHARS = 2_000
 """Longest recall query (and the part of a pack's goal and steps recalled for)."""
+DEFAULT_RECALL_LIMIT = 10
 MAX_RECALL_LIMIT = 200
 MAX_EXCLUDED_EVENTS = 100
 """Event IDs one recall may leave out (the turn being answered; for more, ``exclude_from_seq``)."""
@@ -70,6 +75,8 @@ MAX_DRAFTS = 100
 """Drafts in one ``add_memories`` call."""
 MAX_MEMORIES_PER_EVENT = 50
 """Drafts the extraction model may answer for one event."""
+DEFAULT_BUDGET = 4_000
+"""The budget of a context pack when the caller gives none, in tokens (Python and MCP)."""
 MAX_BUDGET = 1_000_000
 """Largest ``resume`` budget, in tokens."""
 MAX_CAPTURE_ENTRIES = 10_000
@@ -79,9 +86,10 @@ MAX_LIST_LIMIT = 500
 """Items on one page of ``Scope.list``."""
 LIST_PREVIEW_CHARS = 500
 """Characters of an event's text a listing shows (``read`` pages the rest)."""
+DEFAULT_KEEP_NOTES = 10
 MAX_KEEP_NOTES = 10_000
 """Newest working notes ``compact_working`` may keep (``keep``)."""
-MAX_SCOPE_LIMIT = 2**62
+MAX_SCOPE_LIMIT = MAX_INTEGER
 """Largest value of a scope's ``max_events`` or ``max_text_bytes``."""
 
 # --- MCP: stricter, because results land in a model's context ----------------------------

@@ -50,12 +50,16 @@ from .inputs import (
     when_or_now,
 )
 from .limits import (
+    DEFAULT_BUDGET,
+    DEFAULT_KEEP_NOTES,
     DEFAULT_LIST_LIMIT,
     DEFAULT_READ_CHARS,
+    DEFAULT_RECALL_LIMIT,
     MAX_BUDGET,
     MAX_CAPTURE_ENTRIES,
     MAX_EVENT_CHARS,
     MAX_EXCLUDED_EVENTS,
+    MAX_INTEGER,
     MAX_KEEP_NOTES,
     MAX_KEY_CHARS,
     MAX_LIST_LIMIT,
@@ -96,6 +100,9 @@ from .models import (
     MemoryDraft,
     MemoryRecord,
     Persona,
+    Progress,
+    RecallItem,
+    RecallMode,
     RecallResult,
     ReindexResult,
     Relation,
@@ -106,9 +113,9 @@ from .models import (
     TombstoneImport,
 )
 from .ops import doctor, files, transfer
-from .pipeline import Pipeline, Progress
+from .pipeline import Pipeline
 from .reads import Read, Reads
-from .recall import recall_memories
+from .recall import Recalled, recall_memories
 from .recall.lexical import TermCounts
 from .recall.query import RecallQuery
 from .search import index
@@ -318,6 +325,13 @@ class Runtime:
         await self.db.writer.close()
 
 
+def checked_persona(persona: str, version: int | None) -> tuple[str, int | None]:
+    name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
+    if version is not None:
+        require_int(version, "version", low=1, high=MAX_INTEGER)
+    return name, version
+
+
 class Memory:
     """An open memory database. Get one from ``amem.open``; use it through scopes."""
 
@@ -348,13 +362,17 @@ class Memory:
 
     async def persona(self, persona: str, version: int | None = None) -> Persona:
         """A persona version (the latest by default); a new persona starts neutral."""
-        name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
-        if version is not None:
-            require_int(version, "version", low=1, high=2**62)
+        name, version = checked_persona(persona, version)
         found = await self._runtime.read(personas.get_persona, name, version)
         if found is not None:
             return found
         return await self._runtime.write(personas.ensure_persona, name, now=db_now())
+
+    async def _shown_persona(self, persona: str, version: int | None = None) -> Persona:
+        """``persona`` for the read-only tools: a new persona shows the neutral default
+        without storing it."""
+        name, version = checked_persona(persona, version)
+        return await self._runtime.read(personas.read_persona, name, version)
 
     async def set_persona(self, persona: str, text: str, *, note: str | None = None) -> Persona:
         """Append a new persona version with ``text``; returns it."""
@@ -369,7 +387,7 @@ class Memory:
     async def rollback_persona(self, persona: str, version: int) -> Persona:
         """Append a new version equal to ``version``; history is never erased."""
         name = require_name(persona, "persona", max_chars=MAX_NAME_CHARS)
-        require_int(version, "version", low=1, high=2**62)
+        require_int(version, "version", low=1, high=MAX_INTEGER)
         return await self._runtime.write(personas.rollback_to, name, version, now=db_now())
 
     async def persona_history(self, persona: str) -> list[Persona]:
@@ -630,7 +648,7 @@ class Scope:
         self,
         query: str,
         *,
-        limit: int = 10,
+        limit: int = DEFAULT_RECALL_LIMIT,
         as_of: str | datetime | None = None,
         include_history: bool = False,
         mode: str = "auto",
@@ -647,6 +665,46 @@ class Scope:
         the turn being answered. Candidates showing the same text are one item, with
         ``occurrences`` and ``merged_ids``; ``limit`` counts distinct texts.
         """
+        request, checked_mode = self._recall_query(
+            query,
+            limit=limit,
+            as_of=as_of,
+            include_history=include_history,
+            mode=mode,
+            kinds=kinds,
+            exclude_event_ids=exclude_event_ids,
+            exclude_from_seq=exclude_from_seq,
+        )
+        request, warnings = await self._with_query_vector(request, checked_mode)
+        runtime = self._runtime
+        found = await runtime.read(recall_memories, request, runtime.matrices, runtime.term_counts)
+        warnings += self._after_recall(request, found)
+        return RecallResult(
+            query=request.query,
+            persona=self.persona,
+            project=self.project,
+            as_of=request.as_of,
+            mode=checked_mode,
+            ranking="hybrid" if found.hybrid else "lexical",
+            include_history=include_history,
+            items=found.items,
+            warnings=warnings + found.warnings,
+        )
+
+    def _recall_query(
+        self,
+        query: str,
+        *,
+        limit: int,
+        as_of: str | datetime | None,
+        include_history: bool = False,
+        mode: str = "auto",
+        kinds: Collection[str] | None = None,
+        exclude_event_ids: Collection[str] | None = None,
+        exclude_from_seq: int | None = None,
+    ) -> tuple[RecallQuery, RecallMode]:
+        """``recall``'s arguments checked: the request it reads (without the query's
+        embedding: ``_with_query_vector``) and its mode."""
         query = require_text(query, "query", max_chars=MAX_QUERY_CHARS)
         limit = require_int(limit, "limit", low=1, high=MAX_RECALL_LIMIT)
         mode = require_choice(mode, "mode", RECALL_MODES)
@@ -662,7 +720,7 @@ class Scope:
             else require_names(exclude_event_ids, "exclude_event_ids", most=MAX_EXCLUDED_EVENTS)
         )
         if exclude_from_seq is not None:
-            require_int(exclude_from_seq, "exclude_from_seq", low=1, high=2**62)
+            require_int(exclude_from_seq, "exclude_from_seq", low=1, high=MAX_INTEGER)
         settings = self._runtime.settings
         request = RecallQuery(
             persona=self.persona,
@@ -678,23 +736,15 @@ class Scope:
             fade_after_days=settings.fade_after_days,
             coarsen_after_days=settings.coarsen_after_days,
         )
-        request, warnings = await self._with_query_vector(request, mode)
-        runtime = self._runtime
-        found = await runtime.read(recall_memories, request, runtime.matrices, runtime.term_counts)
-        if request.auto_coverage is not None and not found.hybrid:
-            self._runtime.lexical_scopes[(self.persona, self.project)] = time.monotonic()
-            warnings.append(thinly_embedded(settings))
-        return RecallResult(
-            query=query,
-            persona=self.persona,
-            project=self.project,
-            as_of=when,
-            mode=mode,
-            ranking="hybrid" if found.hybrid else "lexical",
-            include_history=include_history,
-            items=found.items,
-            warnings=warnings + found.warnings,
-        )
+        return request, mode
+
+    def _after_recall(self, request: RecallQuery, found: Recalled) -> list[str]:
+        """Warnings of a recall that has run: in ``auto`` mode, a scope found too little
+        embedded is noted (``_with_query_vector`` skips its embedding for a while)."""
+        if request.auto_coverage is None or found.hybrid:
+            return []
+        self._runtime.lexical_scopes[(self.persona, self.project)] = time.monotonic()
+        return [thinly_embedded(self._runtime.settings)]
 
     async def _with_query_vector(
         self, request: RecallQuery, mode: str
@@ -812,7 +862,7 @@ class Scope:
         session: str,
         *,
         query: str | None = None,
-        budget: int = packs.DEFAULT_BUDGET,
+        budget: int = DEFAULT_BUDGET,
         model: str | None = None,
         as_of: str | datetime | None = None,
         counter: TokenCounter = estimate_tokens,
@@ -841,21 +891,44 @@ class Scope:
         if not callable(counter):
             raise InvalidInput("counter must be a function from text to a token count")
         when = when_or_now(as_of, "as_of")
-        persona = await self._memory.persona(self.persona)
-        checkpoint = await self.checkpoint(session)
-        agreements = await self._read(packs.recent_agreements, when)
-        about = packs.recall_query(query, checkpoint)
         most = packs.memory_limit(budget)
-        recalled = []
+        runtime, settings = self._runtime, self._runtime.settings
+        # Memories are recalled for the host's query, else for the checkpoint's goal and
+        # steps: that checkpoint is read first only to embed its text outside any
+        # transaction (one saved meanwhile is recalled by its words, in the snapshot).
+        about = query
+        if about is None:
+            about = packs.recall_query(None, await self.checkpoint(session))
+        embedded = None
         if about is not None:
-            limit = min(MAX_RECALL_LIMIT, most + len(agreements))
-            recalled = (
-                await self.recall(
-                    about, limit=limit, as_of=when, exclude_event_ids=exclude_event_ids
+            first, _ = self._recall_query(
+                about, limit=most, as_of=when, exclude_event_ids=exclude_event_ids
+            )
+            embedded, _ = await self._with_query_vector(first, "auto")
+        ran: list[tuple[RecallQuery, Recalled]] = []
+
+        def recall(conn: sqlite3.Connection, text: str, agreements: int) -> list[RecallItem]:
+            request = embedded
+            if request is None or request.query != text:
+                request, _ = self._recall_query(
+                    text, limit=most, as_of=when, exclude_event_ids=exclude_event_ids
                 )
-            ).items
-        recent = await self._read(packs.recent_events, session, when)
-        pinned = await self._read(packs.pinned_memories, when)
+            request = replace(request, limit=min(MAX_RECALL_LIMIT, most + agreements))
+            found = recall_memories(conn, request, runtime.matrices, runtime.term_counts)
+            ran.append((request, found))
+            return found.items
+
+        shown = await self._read(
+            packs.read_sources,
+            session=session,
+            query=query,
+            as_of=when,
+            recall=recall,
+            emotion_half_life_hours=settings.emotion_half_life_hours,
+            emotion_floor=settings.emotion_floor,
+        )
+        for request, found in ran:
+            self._after_recall(request, found)
         framing = {
             "amem_context": 1,
             "notice": packs.NOTICE,
@@ -863,14 +936,14 @@ class Scope:
             "session": session,
             "as_of": when.isoformat(),
         }
-        skip = {a["id"] for a in agreements}
+        skip = {a["id"] for a in shown.agreements}
         components = [
-            ("persona", packs.persona_component(persona)),
-            ("checkpoint", packs.checkpoint_component(checkpoint)),
-            ("agreements", agreements),
-            ("memories", packs.memories_component(pinned, recalled, skip, most)),
-            ("emotion", packs.emotion_component(await self.current_emotion(as_of=when))),
-            ("recent_events", recent),
+            ("persona", packs.persona_component(shown.persona)),
+            ("checkpoint", packs.checkpoint_component(shown.checkpoint)),
+            ("agreements", shown.agreements),
+            ("memories", packs.memories_component(shown.pinned, shown.recalled, skip, most)),
+            ("emotion", packs.emotion_component(shown.emotion)),
+            ("recent_events", shown.recent),
         ]
         packed = packs.pack(framing, components, budget, checked_counter(counter))
         return ContextPack(
@@ -1076,7 +1149,7 @@ class Scope:
         return done
 
     async def compact_working(
-        self, session: str, *, keep: int = 10, dry_run: bool = False
+        self, session: str, *, keep: int = DEFAULT_KEEP_NOTES, dry_run: bool = False
     ) -> Compaction:
         """Fold the older working notes of ``session`` into one episodic memory, offline.
 
@@ -1169,9 +1242,9 @@ class Scope:
         differs, nothing is written (``version_conflict``).
         """
         instance = require_name(instance, "instance")
-        start = require_int(start, "start", low=0, high=2**62)
+        start = require_int(start, "start", low=0, high=MAX_INTEGER)
         if expected_cursor is not None:
-            require_int(expected_cursor, "expected_cursor", low=0, high=2**62)
+            require_int(expected_cursor, "expected_cursor", low=0, high=MAX_INTEGER)
         if not isinstance(entries, Sequence) or len(entries) > MAX_CAPTURE_ENTRIES:
             raise InvalidInput(f"entries must be a list of at most {MAX_CAPTURE_ENTRIES} events")
         for n, entry in enumerate(entries):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal, get_args
 
@@ -30,6 +31,13 @@ MemoryTier = Literal["working", "episodic", "profile"]
 """Where a memory lives: ``working`` (the current task's scratch notes, with a TTL),
 ``episodic`` (what happened) or ``profile`` (lasting facts about the user)."""
 RecallMode = Literal["auto", "fast", "semantic", "deep"]
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while long work runs (export, import, backup,
+reindex, retried extraction, transcript capture)."""
+RelationKind = Literal["related", "corrects"]
+"""``related``: linked by a host or a compaction; ``corrects``: a correction's audit link."""
+DocKind = Literal["memory", "event"]
+"""What a search document or a vector is of."""
 
 # Each enumeration is its Literal type; the value tuples below are derived from it, and
 # argparse choices and MCP schemas use these (the MCP schemas through the types).
@@ -463,7 +471,7 @@ class Relation(Record):
 
     from_id: str
     to_id: str
-    kind: Literal["related", "corrects"]
+    kind: RelationKind
     persona: str
     project: str
     note: str | None

@@ -23,7 +23,7 @@ import logging
 import math
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 
 import anyio
@@ -37,8 +37,9 @@ from .errors import AmemError, UpstreamError
 from .llm import embeddings
 from .llm.client import Refused
 from .llm.extraction import extract
+from .models import Progress
 from .search import text, vectors
-from .search.index import INDEXED_EVENT
+from .search.index import INDEXED_EVENT, INDEXED_MEMORY
 from .search.vectors import Embedded, Key
 from .store import extraction
 from .store.extraction import Outcome
@@ -47,8 +48,6 @@ log = logging.getLogger("amem")
 
 ScopeKey = tuple[str, str]
 """``(persona, project)``."""
-Progress = Callable[[int, int], None]
-"""Called as ``progress(done, total)`` while long work runs."""
 BACKFILL_AFTER = 1.0
 """Seconds after open before the backfill starts: a process's first requests go first, and
 a one-shot command done by then sends no embedding request it would abandon at exit."""
@@ -342,13 +341,11 @@ class Pipeline:
         return memories, len(todo) - memories, stored
 
 
-UNEMBEDDED = """not exists (select 1 from vectors v
-    where v.fingerprint = :fingerprint and v.doc_kind = :kind and v.ref = :ref)"""
 SELECT_MEMORY_TEXT = f"""
-select text from memories m where id = :ref and revoked_at is null and {UNEMBEDDED}
+select text from memories m where id = :ref and {INDEXED_MEMORY} and {vectors.UNEMBEDDED_MEMORY}
 """
 SELECT_EVENT_TEXT = f"""
-select text from events e where id = :ref and {INDEXED_EVENT} and {UNEMBEDDED}
+select text from events e where id = :ref and {INDEXED_EVENT} and {vectors.UNEMBEDDED_EVENT}
 """
 
 
@@ -360,7 +357,7 @@ def texts_of(
     found = []
     for kind, ref in dict.fromkeys(keys):
         sql = SELECT_MEMORY_TEXT if kind == "memory" else SELECT_EVENT_TEXT
-        params = {"ref": ref, "kind": kind, "fingerprint": fingerprint}
+        params = {"ref": ref, "fingerprint": fingerprint}
         row = conn.execute(sql, params).fetchone()
         if row is not None:
             found.append((kind, ref, str(row[0])))

@@ -54,17 +54,12 @@ except ImportError as error:  # pragma: no cover - the dev group installs the ex
     ) from error
 
 import amem
+from amem.limits import MAX_LIST_LIMIT, MAX_READ_CHARS, MAX_RECALL_LIMIT
 
 __all__ = ["AmemStore"]
 
 ITEM_CATEGORIES = ("conversation", "reference")
 """Event categories that hold values; a correction event in a key's session is not one."""
-RECALL_MOST = 200
-"""The most items one ``Scope.recall`` returns."""
-LIST_PAGE = 500
-"""The most events ``Scope.list`` returns at once."""
-READ_PAGE = 100_000
-"""The longest page ``Scope.read`` serves (an event's whole text)."""
 
 
 class AmemStore(BaseStore):
@@ -150,7 +145,7 @@ class AmemStore(BaseStore):
             found.sort(key=lambda pair: pair[0], reverse=True)
             return [item for _, item in found][op.offset : wanted]
         hits: list[tuple[float, tuple[str, ...], str]] = []
-        most = RECALL_MOST if op.filter else min(RECALL_MOST, wanted)
+        most = MAX_RECALL_LIMIT if op.filter else min(MAX_RECALL_LIMIT, wanted)
         for ns in namespaces:
             result = await self._scope(ns).recall(op.query, limit=most)
             hits += [(item.score, ns, item.source_event_id) for item in result.items]
@@ -178,7 +173,7 @@ class AmemStore(BaseStore):
         seen: set[str] = set()
         cursor = None
         while True:
-            page = await scope.list("events", cursor=cursor, limit=LIST_PAGE)
+            page = await scope.list("events", cursor=cursor, limit=MAX_LIST_LIMIT)
             for event in cast(list[amem.ListedEvent], page.items):
                 key = event.session
                 if event.category not in ITEM_CATEGORIES or key is None or key in seen:
@@ -214,7 +209,7 @@ class AmemStore(BaseStore):
         found: list[amem.ListedEvent] = []
         cursor = None
         while True:
-            limit = LIST_PAGE if most is None else min(LIST_PAGE, most - len(found))
+            limit = MAX_LIST_LIMIT if most is None else min(MAX_LIST_LIMIT, most - len(found))
             page = await scope.list("events", session=key, cursor=cursor, limit=limit)
             events = cast(list[amem.ListedEvent], page.items)
             found += [event for event in events if event.category in ITEM_CATEGORIES]
@@ -228,7 +223,9 @@ class AmemStore(BaseStore):
             pages: list[str] = []
             offset: int | None = 0
             while offset is not None:
-                page = await self._scope(namespace).read(event.id, offset=offset, limit=READ_PAGE)
+                page = await self._scope(namespace).read(
+                    event.id, offset=offset, limit=MAX_READ_CHARS
+                )
                 pages.append(page.text)
                 offset = page.next_offset
             text = "".join(pages)

@@ -31,6 +31,7 @@ except ImportError as error:  # pragma: no cover - the dev group installs the ex
     ) from error
 
 import amem
+from amem.limits import MAX_LIST_LIMIT, MAX_READ_CHARS
 
 __all__ = ["AmemSession"]
 
@@ -41,10 +42,6 @@ MESSAGE_ROLES = ("user", "assistant", "system")
 ITEM_CATEGORIES = ("conversation", "reference")
 """Event categories that hold items; a correction event in the session is not one."""
 ITEM_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
-LIST_PAGE = 500
-"""The most events ``Scope.list`` returns at once."""
-READ_PAGE = 100_000
-"""The longest page ``Scope.read`` serves (an event's whole text)."""
 
 
 class AmemSession:
@@ -132,7 +129,7 @@ class AmemSession:
         found: list[tuple[str, TResponseInputItem]] = []
         cursor = None
         while True:
-            most = LIST_PAGE if count is None else min(LIST_PAGE, count - len(found))
+            most = MAX_LIST_LIMIT if count is None else min(MAX_LIST_LIMIT, count - len(found))
             page = await self.scope.list("events", session=self.session_id, cursor=cursor,
                                          limit=most)  # fmt: skip
             for event in cast(list[amem.ListedEvent], page.items):
@@ -147,7 +144,7 @@ class AmemSession:
         pages: list[str] = []
         offset: int | None = 0
         while offset is not None:
-            page = await self.scope.read(event.id, offset=offset, limit=READ_PAGE)
+            page = await self.scope.read(event.id, offset=offset, limit=MAX_READ_CHARS)
             pages.append(page.text)
             offset = page.next_offset
         return "".join(pages)

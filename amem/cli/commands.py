@@ -28,7 +28,11 @@ from ..hosts import claude_code
 from ..inputs import parse_json, validation_problems
 from ..limits import (
     CAPTURE_SECONDS,
+    DEFAULT_KEEP_NOTES,
     DEFAULT_LIST_LIMIT,
+    DEFAULT_READ_CHARS,
+    DEFAULT_RECALL_LIMIT,
+    MAX_RECALL_LIMIT,
     MAX_TRANSCRIPT_LINE_BYTES,
     VECTOR_WAIT_SECONDS,
 )
@@ -164,7 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("Search the scope's memories (and raw events without memories) for QUERY."),
     )
     recall.add_argument("query", metavar="QUERY")
-    recall.add_argument("--limit", type=int, default=10, help="1 to 200 (default 10)")
+    recall.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_RECALL_LIMIT,
+        help=f"1 to {MAX_RECALL_LIMIT} (default {DEFAULT_RECALL_LIMIT})",
+    )
     recall.add_argument(
         "--mode",
         default="auto",
@@ -200,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     read.add_argument("id", metavar="ID")
     read.add_argument("--offset", type=int, default=0)
-    read.add_argument("--limit", type=int, default=4000)
+    read.add_argument("--limit", type=int, default=DEFAULT_READ_CHARS)
 
     # --- forgetting: correct, retract one memory, delete one message, erase many ---------
 
@@ -469,7 +478,12 @@ def add_tier_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
         ),
     )
     compact.add_argument("session", metavar="SESSION")
-    compact.add_argument("--keep", type=int, default=10, help="newest notes kept (default 10)")
+    compact.add_argument(
+        "--keep",
+        type=int,
+        default=DEFAULT_KEEP_NOTES,
+        help=f"newest notes kept (default {DEFAULT_KEEP_NOTES})",
+    )
     compact.add_argument("--dry-run", action="store_true", help="only show what would be folded")
 
 

@@ -109,22 +109,42 @@ def _running_on_asyncio() -> bool:
 
 
 class AioConnection:
-    """The asyncio driver: an ``aiosqlite.Connection``."""
+    """The asyncio driver: an ``aiosqlite.Connection``.
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    aiosqlite (0.22) has no public way to run a function on its connection's thread: each
+    public method runs one ``sqlite3`` call there (``execute``, ``commit``, ...), while amem
+    runs a whole job in one hop (a transaction is one function, which a cancelled caller
+    never cuts in half). So ``run`` uses the one primitive those methods are built on,
+    ``Connection._execute`` (queue a callable on the thread, await its result), and nothing
+    else private; ``tests/test_drivers.py`` checks what amem relies on, so an aiosqlite that
+    changes it fails there. The ``sqlite3.Connection`` a job receives is the one aiosqlite
+    opened, handed over by sqlite3's ``factory`` hook (aiosqlite passes ``connect``'s
+    keyword arguments to ``sqlite3.connect``), not read from aiosqlite's attributes.
+    """
+
+    def __init__(self, conn: aiosqlite.Connection, raw: sqlite3.Connection) -> None:
         self._conn = conn
+        self._raw = raw
         self._closed = False
 
     @classmethod
     async def open(cls, path: str, *, readonly: bool) -> AioConnection:
+        opened: list[sqlite3.Connection] = []
+
+        def factory(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+            raw = sqlite3.Connection(*args, **kwargs)
+            opened.append(raw)
+            return raw
+
         conn = aiosqlite.connect(
             sqlite_uri(path, readonly=readonly),
             uri=True,
             isolation_level=None,
             timeout=BUSY_TIMEOUT_MS / 1000,
+            factory=factory,
         )
         await conn
-        self = cls(conn)
+        self = cls(conn, opened[0])
         try:
             await self.run(lambda c: configure(c, readonly=readonly))
         except BaseException:
@@ -133,10 +153,8 @@ class AioConnection:
         return self
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # aiosqlite's own queue-a-function primitive: the whole of ``fn`` runs on its
-        # thread in one hop, instead of one hop per statement.
-        raw = self._conn._conn
-        result: T = await self._conn._execute(fn, raw)  # type: ignore[no-untyped-call]
+        # the whole of ``fn`` runs on aiosqlite's thread in one hop (see the class)
+        result: T = await self._conn._execute(fn, self._raw)  # type: ignore[no-untyped-call]
         return result
 
     async def close(self) -> None:

@@ -68,8 +68,7 @@ from ..limits import (
     has_hidden_characters,
 )
 from ..memory import Scope
-from ..models import CaptureResult
-from ..pipeline import Progress
+from ..models import CaptureResult, Progress
 from ..store.capture import combined
 
 SOURCE = "claude-code"

@@ -19,20 +19,17 @@ from ..db.times import db_time, from_db_time
 from ..errors import InvalidInput, NotFound
 from ..inputs import parse_json
 from ..models import Event, Listing, MemoryRecord, ScopeSummary
+from ..store.capacity import SCOPE_SUMMARIES, STORED_SCOPE
 from ..store.events import event_model, load_stored
 from ..store.facts import MEMORY_COLUMNS, memory_from_row
 from ..store.listing import ListQuery, decode_cursor, list_items
 
-SCOPES_PAGE = """
-select u.persona, u.project, u.events,
-    (select count(*) from memories m
-     where m.persona = u.persona and m.project = u.project and m.revoked_at is null)
-from scope_usage u
-where (u.events > 0 or u.memories > 0) and (u.persona, u.project) > (:persona, :project)
+SCOPES_PAGE = f"""
+{SCOPE_SUMMARIES} and (u.persona, u.project) > (:persona, :project)
 order by u.persona, u.project limit :limit
 """
 """``store.capacity.scopes`` (``Memory.scopes``), a page at a time."""
-SCOPES_TOTAL = "select count(*) from scope_usage where events > 0 or memories > 0"
+SCOPES_TOTAL = f"select count(*) from scope_usage u where {STORED_SCOPE}"
 MEMORY_ROW = f"""
 select {MEMORY_COLUMNS}, revoked_at, revoke_reason from memories
 where id = ? and persona = ? and project = ?

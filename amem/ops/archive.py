@@ -45,6 +45,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..db.in_lists import literals
 from ..db.schema import SCHEMA_VERSION
 from ..db.times import db_time
 from ..errors import StorageError
@@ -313,7 +314,7 @@ def count_rows(conn: sqlite3.Connection) -> int:
 
 
 SCHEMA_OBJECTS = f"""
-select name, type, sql from sqlite_master where name in ({", ".join(map(repr, TABLES))})
+select name, type, sql from sqlite_master where name in ({literals(TABLES)})
 """
 
 

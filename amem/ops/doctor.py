@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 
 from ..config import Settings
 from ..db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
-from ..models import DoctorCheck, DoctorReport
+from ..models import DoctorCheck, DoctorReport, Progress
 from ..search import index, vectors
 from ..search.text import segment_all
 from ..store import capacity
@@ -383,8 +383,6 @@ def rebuild(conn: sqlite3.Connection, docs: Iterable[index.Document]) -> int:
     return count
 
 
-Progress = Callable[[int, int], None]
-"""Called as ``progress(done, total)`` while the index is rebuilt."""
 COUNT_SOURCES = f"""
 select (select count(*) from events e where {index.INDEXED_EVENT})
      + (select count(*) from memories m where {index.INDEXED_MEMORY})

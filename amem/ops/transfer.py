@@ -29,6 +29,7 @@ from ..db.times import db_time, utc_now
 from ..db.writer import storage_error
 from ..errors import InvalidInput, StorageError
 from ..limits import MAX_ARCHIVE_CELL_BYTES
+from ..models import Progress
 from ..search import index
 from ..search.text import segment
 from ..store.checkpoints import JSON_COLUMNS
@@ -37,7 +38,6 @@ from ..store.tombstones import is_erased
 from . import archive, files
 from .archive import BadRow, Row, Source
 
-Progress = Callable[[int, int], None]
 Loaded = tuple[dict[str, int], dict[str, int]]
 """Rows per table inserted, and rows per table left out because a tombstone erased their
 event (``load``)."""

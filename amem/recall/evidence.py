@@ -4,18 +4,19 @@ matched, found by whatever kind of evidence, each read once and raised by every 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
+from ..db import in_lists
+from ..db.rules import CURRENT_MEMORY, SAID_AS_OF
 from ..models import Basis, MemoryKind, MemoryTier, Role
 from .query import Eligibility
 from .tuning import RAW_CHARS, SOURCE_EVENT_DISCOUNT
 
 
 class RecalledMemory(NamedTuple):
-    """An eligible memory as ``MEMORY_COLUMNS`` reads it."""
+    """An eligible memory as ``RECALLED_COLUMNS`` reads it."""
 
     id: str
     text: str
@@ -49,7 +50,7 @@ class RawEvent(NamedTuple):
     role: Role
 
 
-MEMORY_COLUMNS = """
+RECALLED_COLUMNS = """
     m.id, m.text, m.quote, m.kind, m.basis, m.confidence, m.subject, m.fact_key,
     m.valid_at, m.invalid_at, m.event_id, e.occurred_at, m.gist, m.cue_key, e.role, m.tier,
     m.pinned
@@ -57,25 +58,25 @@ MEMORY_COLUMNS = """
 
 
 SELECT_MEMORIES = f"""
-select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
+select {RECALLED_COLUMNS} from memories m join events e on e.id = m.event_id
 where m.id in ({{ids}}) and {{eligible}}
 """
 SELECT_DERIVED = f"""
-select {MEMORY_COLUMNS} from memories m join events e on e.id = m.event_id
+select {RECALLED_COLUMNS} from memories m join events e on e.id = m.event_id
 where m.event_id in ({{ids}}) and {{eligible}}
 """
 
 
 # Matched events: amended ones are no key to anything; derived ones lead to their
-# memories; the rest are raw fallback if they are conversation that happened by as_of.
+# memories; the rest are raw fallback if they are conversation said by as_of that
+# extraction has not run on (extracted and nothing stands: nothing worth keeping).
 # Events the caller left out (``Eligibility.event_exclusion``) are neither.
-SELECT_EVENTS = """
+SELECT_EVENTS = f"""
 select id, status,
-    exists (select 1 from memories m where m.event_id = e.id and m.revoked_at is null),
-    category = 'conversation' and status in ('stored', 'pending', 'failed')
-        and occurred_at <= :as_of,
+    exists (select 1 from memories m where m.event_id = e.id and {CURRENT_MEMORY}),
+    {SAID_AS_OF} and e.status != 'extracted',
     substr(text, 1, :cap), length(text), occurred_at, role
-from events e where id in ({ids}) {exclude}
+from events e where id in ({{ids}}) {{exclude}}
 """
 
 
@@ -138,15 +139,6 @@ class Candidate:
         return self.row.id if isinstance(self.row, RawEvent) else self.row.event_id
 
 
-def named(values: Iterable[str], params: dict[str, object]) -> str:
-    """``:v0, :v1, ...`` placeholders for ``values``, added to ``params``."""
-    marks = []
-    for n, value in enumerate(values):
-        params[f"v{n}"] = value
-        marks.append(f":v{n}")
-    return ", ".join(marks)
-
-
 def add_memories(
     conn: sqlite3.Connection,
     found: dict[str, Candidate],
@@ -158,9 +150,9 @@ def add_memories(
     among ``scores``."""
     new = [memory_id for memory_id in scores if memory_id not in found]
     if new:
-        query = where.params()
-        sql = SELECT_MEMORIES.format(ids=named(new, query), eligible=where.memory_condition())
-        for row in conn.execute(sql, query).fetchall():
+        ids, values = in_lists.named("v", new)
+        sql = SELECT_MEMORIES.format(ids=ids, eligible=where.memory_condition())
+        for row in conn.execute(sql, where.params() | values).fetchall():
             memory = RecalledMemory._make(row)
             found[memory.id] = Candidate(memory)
     for memory_id, value in scores.items():
@@ -184,9 +176,9 @@ def add_events(
     """
     if not scores:
         return
-    query = where.params() | {"cap": RAW_CHARS}
-    exclude = where.event_exclusion("e.id", "e.seq")
-    sql = SELECT_EVENTS.format(ids=named(scores, query), exclude=exclude)
+    ids, values = in_lists.named("v", scores)
+    query = where.params() | {"cap": RAW_CHARS} | values
+    sql = SELECT_EVENTS.format(ids=ids, exclude=where.event_exclusion("e.id", "e.seq"))
     derived = {}
     for event_id, status, has_memories, fallback, text, length, occurred_at, role in conn.execute(
         sql, query
@@ -199,10 +191,10 @@ def add_events(
             raw = RawEvent(event_id, text, length, occurred_at, role)
             found.setdefault(event_id, Candidate(raw)).support(kind, scores[event_id])
     if derived:
-        query = where.params()
-        sql = SELECT_DERIVED.format(ids=named(derived, query), eligible=where.memory_condition())
+        ids, values = in_lists.named("v", derived)
+        sql = SELECT_DERIVED.format(ids=ids, eligible=where.memory_condition())
         by_memory: dict[str, float] = {}
-        for row in conn.execute(sql, query).fetchall():
+        for row in conn.execute(sql, where.params() | values).fetchall():
             memory = RecalledMemory._make(row)
             found.setdefault(memory.id, Candidate(memory))
             match = derived[memory.event_id]
@@ -215,10 +207,9 @@ def add_links(conn: sqlite3.Connection, found: dict[str, Candidate], where: Elig
     strength = {memory_id: c.lexical for memory_id, c in found.items() if not c.raw and c.lexical}
     if not strength:
         return
-    query: dict[str, object] = {}
-    sql = SELECT_LINKED.format(ids=named(strength, query))
+    ids, values = in_lists.named("v", strength)
     links: dict[str, float] = {}
-    for pair in conn.execute(sql, query).fetchall():
+    for pair in conn.execute(SELECT_LINKED.format(ids=ids), values).fetchall():
         for source, neighbour in (pair, pair[::-1]):
             if source in strength:
                 links[neighbour] = max(links.get(neighbour, 0.0), strength[source])
@@ -239,6 +230,8 @@ def add_lexical(
 
 
 def has_memories(conn: sqlite3.Connection, event_ids: list[str]) -> bool:
-    marks = ", ".join("?" * len(event_ids))
-    sql = f"select 1 from memories where event_id in ({marks}) and revoked_at is null limit 1"
+    sql = f"""
+select 1 from memories m where m.event_id in ({in_lists.marks(len(event_ids))})
+and {CURRENT_MEMORY} limit 1
+"""
     return conn.execute(sql, event_ids).fetchone() is not None

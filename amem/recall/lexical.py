@@ -9,6 +9,8 @@ import sqlite3
 from collections import Counter, defaultdict
 from typing import NamedTuple
 
+from ..db.in_lists import marks
+from ..db.rules import CURRENT_MEMORY, EVENT_AS_OF
 from ..search.index import average_length, varints
 from ..search.text import clause_tokens, literal, phrase_tokens, scope_token
 from ..store.facts import valid_as_of
@@ -56,11 +58,10 @@ select d.num from (
 ) f join search_docs d on d.num = f.num
 where case d.doc_kind
     when 'memory' then exists (
-        select 1 from memories m where m.id = d.ref and m.revoked_at is null
+        select 1 from memories m where m.id = d.ref and {CURRENT_MEMORY}
         and {valid_as_of(history=True)})
     else exists (
-        select 1 from events e where e.id = d.ref and e.status != 'amended'
-        and e.occurred_at <= :as_of)
+        select 1 from events e where e.id = d.ref and {EVENT_AS_OF})
 end
 limit :per_term
 """
@@ -452,9 +453,9 @@ def scan_documents(
 ) -> tuple[list[tuple[int, str, str]], dict[int, Scanned]]:
     """``(num, doc_kind, ref)`` of the documents ``nums`` and what BM25 reads of each: one
     longer than ``SCORED_CHARS`` is read only that far, its length from FTS5's count."""
-    marks = ", ".join("?" * len(nums))
+    sql = SELECT_DOCS.format(marks(len(nums)))
     docs, scanned, long = [], {}, []
-    for num, kind, ref, stored in conn.execute(SELECT_DOCS.format(marks), nums).fetchall():
+    for num, kind, ref, stored in conn.execute(sql, nums).fetchall():
         docs.append((num, kind, ref))
         body = stored.partition(" ")[2]  # the first token is the scope's
         if len(stored) >= SCORED_CHARS:  # perhaps cut inside a token: that one is left out
@@ -463,8 +464,7 @@ def scan_documents(
         words = body.split()
         scanned[num] = Scanned(body, words, len(words))
     if long:
-        marks = ", ".join("?" * len(long))
-        sizes = dict(conn.execute(SELECT_SIZES.format(marks), long).fetchall())
+        sizes = dict(conn.execute(SELECT_SIZES.format(marks(len(long))), long).fetchall())
         for num in long:  # no size (an index out of step with its rows): what was read
             length = next(varints(sizes[num], 0), 0) - 1 if num in sizes else 0  # no scope token
             scanned[num] = scanned[num]._replace(length=max(length, scanned[num].length))

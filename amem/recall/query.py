@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..db import in_lists
+from ..db.rules import CURRENT_MEMORY
 from ..db.times import db_time
 from ..llm.embeddings import Vector
 from ..store.facts import valid_as_of
@@ -43,7 +45,7 @@ class RecallQuery:
 # Point lookups by ID or event: the unary + keeps SQLite from preferring the scope index
 # (two equality columns) over the one that finds the row directly.
 ELIGIBLE_MEMORY = f"""
-+m.persona = :persona and +m.project = :project and m.revoked_at is null
++m.persona = :persona and +m.project = :project and {CURRENT_MEMORY}
 and {valid_as_of(history=True)}
 """
 SOURCE_SEQ = "(select x.seq from events x where x.id = m.event_id)"
@@ -93,22 +95,22 @@ class Eligibility:
             "as_of": self.as_of,
             "history": self.history,
         }
-        named |= {f"kind{n}": kind for n, kind in enumerate(self.kinds)}
-        named |= {f"excluded{n}": event_id for n, event_id in enumerate(self.excluded)}
+        named |= in_lists.named("kind", self.kinds)[1]
+        named |= in_lists.named("excluded", self.excluded)[1]
         if self.from_seq is not None:
             named["from_seq"] = self.from_seq
         return named
 
     def memory_condition(self) -> str:
         """SQL true of an eligible memory ``m``."""
-        marks = ", ".join(f":kind{n}" for n in range(len(self.kinds)))
+        marks, _ = in_lists.named("kind", self.kinds)
         kinds = f"and m.kind in ({marks})" if self.kinds else ""
         return f"{ELIGIBLE_MEMORY} {kinds} {self.event_exclusion('m.event_id', SOURCE_SEQ)}"
 
     def event_exclusion(self, event_id: str, seq: str) -> str:
         """SQL (``and ...``, or nothing) leaving out the excluded events, given how the
         statement names an event's ID and its ``seq``."""
-        marks = ", ".join(f":excluded{n}" for n in range(len(self.excluded)))
+        marks, _ = in_lists.named("excluded", self.excluded)
         clause = f"and {event_id} not in ({marks})" if self.excluded else ""
         if self.from_seq is not None:
             clause += f" and {seq} < :from_seq"

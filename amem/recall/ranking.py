@@ -8,9 +8,10 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
+from ..db import in_lists
 from ..db.times import from_db_time
 from ..models import ScoreComponents
-from .evidence import Candidate, Kind, RawEvent, add_events, named
+from .evidence import Candidate, Kind, RawEvent, add_events
 from .nearest import Spread
 from .query import Eligibility, RecallQuery
 from .tuning import (
@@ -93,10 +94,9 @@ def add_replies(conn: sqlite3.Connection, found: dict[str, Candidate], where: El
         share[event_id] = max(share.get(event_id, 0.0), REPLY_SHARE * (candidate.fusion or 0.0))
     if not share:
         return
-    query: dict[str, object] = {}
+    ids, values = in_lists.named("v", share)
     replies: dict[str, float] = {}
-    sql = SELECT_REPLIES.format(ids=named(share, query))
-    for event_id, reply_id in conn.execute(sql, query):
+    for event_id, reply_id in conn.execute(SELECT_REPLIES.format(ids=ids), values):
         replies[reply_id] = max(replies.get(reply_id, 0.0), share[event_id])
     add_events(conn, found, where, replies, Kind.REPLY, derived_share=1.0)
     for candidate in found.values():

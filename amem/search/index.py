@@ -17,6 +17,8 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from ..db.in_lists import literals
+from ..db.rules import CURRENT_MEMORY
 from ..models import Category
 from .text import scope_token
 
@@ -34,10 +36,10 @@ def indexes_memory(revoked_at: str | None) -> bool:
     return revoked_at is None
 
 
-INDEXED_EVENT = f"e.category in ({', '.join(map(repr, INDEXED_CATEGORIES))})"
+INDEXED_EVENT = f"e.category in ({literals(INDEXED_CATEGORIES)})"
 """``indexes_event`` in SQL, for an event ``e``."""
-INDEXED_MEMORY = "m.revoked_at is null"
-"""``indexes_memory`` in SQL, for a memory ``m``."""
+INDEXED_MEMORY = CURRENT_MEMORY
+"""``indexes_memory`` in SQL, for a memory ``m``: the index holds current memories."""
 
 
 class Document(NamedTuple):

@@ -37,7 +37,8 @@ import numpy as np
 import numpy.typing as npt
 import simsimd
 
-from .index import INDEXED_EVENT
+from ..db.in_lists import marks
+from .index import INDEXED_EVENT, INDEXED_MEMORY
 
 CHUNK_CHARS = 500
 """Characters of an event embedded as one vector (e5-small reads 512 tokens; a Chinese
@@ -83,7 +84,7 @@ def chunks(text: str) -> list[str]:
 
 # ---- storage ---------------------------------------------------------------------------
 
-SELECT_MEMORY = "select persona, project, text from memories where id = ? and revoked_at is null"
+SELECT_MEMORY = f"select persona, project, text from memories m where id = ? and {INDEXED_MEMORY}"
 SELECT_EVENT = f"select persona, project, text from events e where id = ? and {INDEXED_EVENT}"
 INSERT_VECTOR = """
 insert into vectors
@@ -133,7 +134,7 @@ def drop_vectors(conn: sqlite3.Connection, kind: str, refs: Iterable[str]) -> in
 
 SELECT_ALL = f"""
 select 'memory', m.id, m.text from memories m
-where m.persona = :persona and m.project = :project and m.revoked_at is null
+where m.persona = :persona and m.project = :project and {INDEXED_MEMORY}
 union all
 select 'event', e.id, e.text from events e
 where e.persona = :persona and e.project = :project and {INDEXED_EVENT}
@@ -154,7 +155,7 @@ UNEMBEDDED_MEMORY = UNEMBEDDED.format(kind="memory", alias="m")
 UNEMBEDDED_EVENT = UNEMBEDDED.format(kind="event", alias="e")
 NEWEST_UNEMBEDDED = {
     "memory": f"""select m.num, m.id, {UNEMBEDDED_MEMORY} from memories m
-        where m.num < :before and m.revoked_at is null order by m.num desc limit :scan""",
+        where m.num < :before and {INDEXED_MEMORY} order by m.num desc limit :scan""",
     "event": f"""select e.seq, e.id, {UNEMBEDDED_EVENT} from events e
         where e.seq < :before and {INDEXED_EVENT} order by e.seq desc limit :scan""",
 }
@@ -177,7 +178,7 @@ def unembedded(
 
 UNEMBEDDED_BY_SCOPE = f"""
 select persona, project, count(*) from (
-    select m.persona, m.project from memories m where m.revoked_at is null and {UNEMBEDDED_MEMORY}
+    select m.persona, m.project from memories m where {INDEXED_MEMORY} and {UNEMBEDDED_MEMORY}
     union all
     select e.persona, e.project from events e where {INDEXED_EVENT} and {UNEMBEDDED_EVENT}
 ) group by persona, project order by count(*) desc, persona, project
@@ -227,10 +228,10 @@ def drop_staged(conn: sqlite3.Connection, staged: str) -> None:
 COVERAGE = f"""
 select
   (select count(*) from memories m
-   where m.persona = :persona and m.project = :project and m.revoked_at is null),
+   where m.persona = :persona and m.project = :project and {INDEXED_MEMORY}),
   (select count(distinct v.ref) from vectors v join memories m on m.id = v.ref
    where v.persona = :persona and v.project = :project and v.fingerprint = :fingerprint
-     and v.doc_kind = 'memory' and m.revoked_at is null),
+     and v.doc_kind = 'memory' and {INDEXED_MEMORY}),
   (select count(*) from events e
    where e.persona = :persona and e.project = :project and {INDEXED_EVENT}),
   (select count(distinct v.ref) from vectors v
@@ -455,8 +456,7 @@ def top_rows(scores: Floats, wanted: int) -> npt.NDArray[np.intp]:
 def read_vectors(conn: sqlite3.Connection, nums: Nums, dim: int) -> Floats:
     """The float32 vectors of rows ``nums``, in that order (the read snapshot the matrix was
     brought up to date in holds them all: a deleted row would have reloaded it)."""
-    marks = ", ".join("?" * len(nums))
-    blobs = dict(conn.execute(SELECT_VECTORS.format(marks), nums.tolist()).fetchall())
+    blobs = dict(conn.execute(SELECT_VECTORS.format(marks(len(nums))), nums.tolist()).fetchall())
     joined = b"".join(blobs[num] for num in nums.tolist())
     return np.frombuffer(joined, dtype="<f4").reshape(-1, dim)
 
@@ -474,7 +474,7 @@ def similarities(
     for kind, wanted in refs.items():
         for start in range(0, len(wanted), REFS_BATCH):
             batch = wanted[start : start + REFS_BATCH]
-            sql = SELECT_REF_VECTORS.format(", ".join("?" * len(batch)))
+            sql = SELECT_REF_VECTORS.format(marks(len(batch)))
             for ref, blob in conn.execute(sql, [fingerprint, kind, *batch]).fetchall():
                 if len(blob) == 4 * len(vector):  # another size: another space
                     similarity = float(np.frombuffer(blob, dtype="<f4") @ vector)

@@ -24,6 +24,7 @@ import os
 import sqlite3
 from typing import NamedTuple
 
+from ..db.rules import CURRENT_MEMORY
 from ..db.schema import COUNT_USAGE, COUNTED_USAGE
 from ..errors import StorageError
 from ..models import Capacity, ScopeSummary
@@ -177,13 +178,16 @@ def scope_capacity(conn: sqlite3.Connection, persona: str, project: str) -> Capa
     )
 
 
-SELECT_SCOPES = """
+STORED_SCOPE = "(u.events > 0 or u.memories > 0)"
+"""A scope ``u`` of ``scope_usage`` that stores something (its row stays when it empties)."""
+SCOPE_SUMMARIES = f"""
 select u.persona, u.project, u.events,
     (select count(*) from memories m
-     where m.persona = u.persona and m.project = u.project and m.revoked_at is null)
-from scope_usage u where u.events > 0 or u.memories > 0
-order by u.persona, u.project
+     where m.persona = u.persona and m.project = u.project and {CURRENT_MEMORY})
+from scope_usage u where {STORED_SCOPE}
 """
+"""A ``ScopeSummary`` of every scope that stores something, to order (and page)."""
+SELECT_SCOPES = f"{SCOPE_SUMMARIES} order by u.persona, u.project"
 
 
 def scopes(conn: sqlite3.Connection) -> list[ScopeSummary]:

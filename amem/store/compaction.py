@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import NamedTuple
 
+from ..db.rules import CURRENT_MEMORY
 from ..db.times import from_db_time
 from ..limits import MAX_EVENT_CHARS, MAX_MEMORY_CHARS
 from ..models import Compaction, MemoryDraft
@@ -41,11 +42,11 @@ from .retraction import revoke
 
 SOURCE = "amem:compaction"
 """The ``source`` of a compaction event."""
-SELECT_NOTES = """
+SELECT_NOTES = f"""
 select m.id, m.text, m.pinned, m.valid_at, m.confidence
 from events e join memories m on m.event_id = e.id
 where e.persona = ? and e.project = ? and e.session = ? and m.tier = 'working'
-  and m.revoked_at is null
+  and {CURRENT_MEMORY}
 order by m.num
 """
 

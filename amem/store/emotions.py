@@ -11,13 +11,14 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
+from ..db.rules import CURRENT_MEMORY
 from ..db.times import db_time, from_db_time
 from ..models import CurrentEmotion
 from .facts import valid_as_of
 
 SELECT_LATEST = f"""
 select id, emotion, valence, arousal, valid_at from memories m
-where persona = :persona and project = :project and revoked_at is null and emotion is not null
+where persona = :persona and project = :project and {CURRENT_MEMORY} and emotion is not null
   and basis = 'assistant_expression' and {valid_as_of()}
 order by valid_at desc, num desc limit 1
 """

@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from ..db.rules import CURRENT_MEMORY
 from ..db.times import from_db_time
 from ..errors import Conflict
 from ..models import Event, EventReceipt, EventStatus
@@ -61,7 +62,14 @@ status, seq, error
 """
 SELECT_EVENT = f"select {EVENT_COLUMNS} from events where id = ?"
 RESUME_EXTRACTION = "update events set status = 'pending', error = null where id = ?"
-SELECT_MEMORY_IDS = "select id from memories where event_id = ? and revoked_at is null order by num"
+SELECT_MEMORY_IDS = f"""
+select id from memories m where event_id = ? and {CURRENT_MEMORY} order by num
+"""
+
+
+def current_memory_ids(conn: sqlite3.Connection, event_id: str) -> list[str]:
+    """The IDs of the memories that stand derived from an event, oldest first."""
+    return [memory_id for (memory_id,) in conn.execute(SELECT_MEMORY_IDS, (event_id,))]
 
 
 def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
@@ -88,7 +96,7 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
             "an event with this event_id already exists with a different payload or scope",
             code="duplicate_conflict",
         )
-    memory_ids = [row[0] for row in conn.execute(SELECT_MEMORY_IDS, (event.id,))]
+    memory_ids = current_memory_ids(conn, event.id)
     status = existing.status
     if status == "failed" and event.status == "pending":  # resubmitting resumes extraction
         conn.execute(RESUME_EXTRACTION, (event.id,))

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ..errors import InvalidInput, StorageError
 from ..models import MemoryDraft
-from .events import EVENT_COLUMNS, StoredEvent
+from .events import EVENT_COLUMNS, StoredEvent, current_memory_ids
 from .facts import derive_memories
 
 SELECT_FOR_EXTRACTION = f"""
@@ -25,9 +25,6 @@ select {EVENT_COLUMNS} from events
 where id = ? and status = 'pending' and category = 'conversation'
 """
 SELECT_STATE = "select persona, project, status from events where id = ?"
-SELECT_DERIVED_IDS = (
-    "select id from memories where event_id = ? and revoked_at is null order by num"
-)
 MARK_FAILED = """
 update events set status = 'failed', error = ?, attempts = attempts + 1
 where id = ? and status = 'pending'
@@ -113,7 +110,7 @@ def current_outcome(conn: sqlite3.Connection, event_id: str) -> Outcome:
     """What an event's extraction state says, for an event that is not pending."""
     state = conn.execute(SELECT_STATE, (event_id,)).fetchone()
     if state is not None and state[2] == "extracted":
-        ids = [row[0] for row in conn.execute(SELECT_DERIVED_IDS, (event_id,))]
+        ids = current_memory_ids(conn, event_id)
         return Outcome(event_id=event_id, status="extracted", memory_ids=ids)
     if state is not None and state[2] == "failed":
         error = conn.execute(SELECT_ERROR, (event_id,)).fetchone()[0]

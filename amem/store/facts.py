@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from ..db.rules import CURRENT_MEMORY
 from ..db.times import db_time, from_db_time
 from ..errors import InvalidInput, NotFound
 from ..inputs import parse_time
@@ -48,16 +49,16 @@ INSERT_MEMORY = f"""
 insert into memories ({MEMORY_COLUMNS}) values ({", ".join(f":{name}" for name in MEMORY_FIELDS)})
 """
 SELECT_SAME_MEMORY = f"""
-select {MEMORY_COLUMNS} from memories
-where event_id = :event_id and revoked_at is null and text = :text and quote = :quote
+select {MEMORY_COLUMNS} from memories m
+where event_id = :event_id and {CURRENT_MEMORY} and text = :text and quote = :quote
   and kind = :kind and basis = :basis and subject is :subject and fact_key is :fact_key
   and valid_at = :valid_at and invalid_at is :invalid_at and emotion is :emotion
   and gist is :gist
 """
-CHAIN = """
-from memories
+CHAIN = f"""
+from memories m
 where persona = :persona and project = :project and subject = :subject
-  and fact_key = :fact_key and revoked_at is null and num != :num
+  and fact_key = :fact_key and {CURRENT_MEMORY} and num != :num
 """
 SELECT_PREDECESSOR = f"""
 select num, invalid_at {CHAIN}

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..db import in_lists
+from ..db.rules import CURRENT_MEMORY
 from ..db.times import from_db_time
 from ..errors import InvalidInput
 from ..limits import LIST_PREVIEW_CHARS
@@ -111,11 +113,11 @@ EVENT_TOTALS = "select e.role, count(*) from events e where {where} group by e.r
 def memory_filters(query: ListQuery) -> list[str]:
     where = ["m.persona = :persona", "m.project = :project"]
     if query.kinds is not None:
-        where.append("m.kind in (select value from json_each(:kinds))")
+        where.append(f"m.kind in ({in_lists.named('kind', sorted(query.kinds))[0]})")
     if query.tier is not None:
         where.append("m.tier = :tier")
     if query.roles is not None:
-        where.append("e.role in (select value from json_each(:roles))")
+        where.append(role_filter(query.roles))
     if query.session is not None:
         where.append("e.session = :session")
     if query.since is not None:
@@ -123,7 +125,7 @@ def memory_filters(query: ListQuery) -> list[str]:
     if query.until is not None:
         where.append("m.valid_at < :until")
     if not query.include_revoked:
-        where.append("m.revoked_at is null")
+        where.append(CURRENT_MEMORY)
     if not query.include_expired:
         where.append("(m.invalid_at is null or m.invalid_at > :now)")
     return where
@@ -132,7 +134,7 @@ def memory_filters(query: ListQuery) -> list[str]:
 def event_filters(query: ListQuery) -> list[str]:
     where = ["e.persona = :persona", "e.project = :project"]
     if query.roles is not None:
-        where.append("e.role in (select value from json_each(:roles))")
+        where.append(role_filter(query.roles))
     if query.session is not None:
         where.append("e.session = :session")
     if query.since is not None:
@@ -140,6 +142,11 @@ def event_filters(query: ListQuery) -> list[str]:
     if query.until is not None:
         where.append("e.occurred_at < :until")
     return where
+
+
+def role_filter(roles: frozenset[str]) -> str:
+    """Of an event ``e`` (a memory's source event), said by one of ``roles``."""
+    return f"e.role in ({in_lists.named('role', sorted(roles))[0]})"
 
 
 def list_items(
@@ -150,8 +157,8 @@ def list_items(
     params: dict[str, Any] = {
         "persona": persona,
         "project": project,
-        "kinds": json.dumps(sorted(query.kinds or ())),
-        "roles": json.dumps(sorted(query.roles or ())),
+        **in_lists.named("kind", sorted(query.kinds or ()))[1],
+        **in_lists.named("role", sorted(query.roles or ()))[1],
         "session": query.session,
         "tier": query.tier,
         "since": query.since,

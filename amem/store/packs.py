@@ -17,29 +17,33 @@ named in ``omitted``, one with some items left out in ``partial``; later, smalle
 components may still fit. If the persona and framing alone do not fit, the context is
 empty and ``insufficient_budget`` is set.
 
-Tokens are counted by a ``TokenCounter`` (``amem.estimate_tokens`` unless the caller gives
-one). Metadata and MCP or host overhead are outside the budget. The same inputs (including
-``as_of``) always give the same pack.
+Everything a pack shows is read in one snapshot (``read_sources``), so a write racing
+the pack is in all of it or in none. Tokens are counted by a ``TokenCounter``
+(``amem.estimate_tokens`` unless the caller gives one). Metadata and MCP or host
+overhead are outside the budget. The same inputs (including ``as_of``) always give the
+same pack.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ..db.rules import CURRENT_MEMORY, SAID_AS_OF
 from ..db.times import db_time, from_db_time
 from ..limits import MAX_QUERY_CHARS, MAX_RECALL_LIMIT
 from ..models import Checkpoint, CurrentEmotion, Persona, RecallItem
 from ..prompt import render_context
 from ..tokens import TokenCounter
+from .checkpoints import latest_checkpoint
+from .emotions import current_emotion
 from .facts import valid_as_of
+from .personas import read_persona
 
-DEFAULT_BUDGET = 4_000
-"""The budget of a pack when the caller gives none, in tokens (Python and MCP)."""
 AGREEMENTS = 20
 RECALLED = 20
 PINNED = 50
@@ -79,22 +83,70 @@ class Packed:
 
 SELECT_AGREEMENTS = f"""
 select id, kind, text, valid_at from memories m
-where persona = :persona and project = :project and revoked_at is null
+where persona = :persona and project = :project and {CURRENT_MEMORY}
   and kind in ('agreement', 'growth') and {valid_as_of()}
 order by valid_at desc, num desc limit :count
 """
 SELECT_PINNED = f"""
 select id, text, kind, valid_at, event_id from memories m
-where persona = :persona and project = :project and revoked_at is null and pinned = 1
+where persona = :persona and project = :project and {CURRENT_MEMORY} and pinned = 1
   and {valid_as_of()}
 order by valid_at desc, num desc limit :count
 """
-SELECT_RECENT_EVENTS = """
-select id, role, occurred_at, substr(text, 1, :cap), length(text) from events
-where persona = :persona and project = :project and session = :session
-  and category = 'conversation' and status != 'amended' and occurred_at <= :as_of
+SELECT_RECENT_EVENTS = f"""
+select id, role, occurred_at, substr(text, 1, :cap), length(text) from events e
+where persona = :persona and project = :project and session = :session and {SAID_AS_OF}
 order by occurred_at desc, seq desc limit :count
 """
+
+
+Recall = Callable[[sqlite3.Connection, str, int], list[RecallItem]]
+"""Recalls a text on the pack's snapshot: ``recall(conn, text, agreements)``, where the
+agreements already in the pack are that many more items to ask for (they are skipped)."""
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Everything a pack shows, read in one snapshot: a write meanwhile is in all of it or
+    in none, so the pack is one the archive held."""
+
+    persona: Persona
+    checkpoint: Checkpoint | None
+    agreements: list[dict[str, Any]]
+    recalled: list[RecallItem]
+    recent: list[dict[str, Any]]
+    pinned: list[dict[str, Any]]
+    emotion: CurrentEmotion | None
+
+
+def read_sources(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    *,
+    session: str,
+    query: str | None,
+    as_of: datetime,
+    recall: Recall,
+    emotion_half_life_hours: float,
+    emotion_floor: float,
+) -> Sources:
+    """What the pack of ``session`` shows at ``as_of``, memories recalled for ``query``
+    (``recall_query``) by ``recall``."""
+    checkpoint = latest_checkpoint(conn, persona, project, session)
+    agreements = recent_agreements(conn, persona, project, as_of)
+    about = recall_query(query, checkpoint)
+    return Sources(
+        persona=read_persona(conn, persona, None),
+        checkpoint=checkpoint,
+        agreements=agreements,
+        recalled=[] if about is None else recall(conn, about, len(agreements)),
+        recent=recent_events(conn, persona, project, session, as_of),
+        pinned=pinned_memories(conn, persona, project, as_of),
+        emotion=current_emotion(
+            conn, persona, project, as_of, emotion_half_life_hours, emotion_floor
+        ),
+    )
 
 
 def recent_agreements(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 
+from ..db.rules import CURRENT_MEMORY
 from ..errors import NotFound
 from ..models import Evidence, MemoryRecord
 from .events import event_model, load_stored
 from .facts import MEMORY_COLUMNS, load_memory, memory_from_row
 
 SELECT_DERIVED = f"""
-select {MEMORY_COLUMNS} from memories where event_id = ? and revoked_at is null order by num
+select {MEMORY_COLUMNS} from memories m where event_id = ? and {CURRENT_MEMORY} order by num
 """
 IS_MEMORY = "select 1 from memories where id = ?"
 

@@ -1,14 +1,17 @@
 """Persona versions: immutable rows keyed by persona ID + version; edits append.
 
-Reading a persona that has no versions yet initialises the neutral default as version 1.
-A rollback appends a new version carrying an old version's text, so history is never
-erased. Persona versions span projects.
+Reading a persona that has no versions yet through ``Memory.persona`` initialises the
+neutral default as version 1. The read-only tools (``persona_get``, ``session_resume``)
+show that default without storing it (``read_persona``). A rollback appends a new
+version carrying an old version's text, so history is never erased. Persona versions
+span projects.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from ..errors import NotFound
 from ..models import Persona
@@ -17,6 +20,9 @@ NEUTRAL_PERSONA = (
     "A helpful, honest assistant. No persona has been configured; "
     "the operator can set one with `amem persona set`."
 )
+NEUTRAL_SINCE = datetime(1970, 1, 1, tzinfo=UTC)
+"""The ``created_at`` of the neutral default shown before it is stored: it reads the
+same every time."""
 
 COLUMNS = ("persona", "version", "text", "note", "created_at")
 """A persona version's columns: the fields of ``Persona``."""
@@ -36,7 +42,7 @@ def get_persona(conn: sqlite3.Connection, persona: str, version: int | None) -> 
         row = conn.execute(SELECT_LATEST, (persona,)).fetchone()
     else:
         row = conn.execute(SELECT_VERSION, (persona, version)).fetchone()
-        # Version 1 of a new persona is the neutral default the caller creates on read.
+        # Version 1 of a new persona is the neutral default (``read_persona``).
         if row is None and not (
             version == 1 and conn.execute(SELECT_LATEST, (persona,)).fetchone() is None
         ):
@@ -50,6 +56,21 @@ def ensure_persona(conn: sqlite3.Connection, persona: str, now: str) -> Persona:
     if existing is not None:
         return existing
     return append_version(conn, persona, NEUTRAL_PERSONA, "neutral default", now)
+
+
+def read_persona(conn: sqlite3.Connection, persona: str, version: int | None) -> Persona:
+    """``get_persona``, where a persona with no versions shows the neutral default it
+    would be initialised with, without storing it."""
+    found = get_persona(conn, persona, version)
+    if found is not None:
+        return found
+    return Persona(
+        persona=persona,
+        version=1,
+        text=NEUTRAL_PERSONA,
+        note="neutral default",
+        created_at=NEUTRAL_SINCE,
+    )
 
 
 def append_version(

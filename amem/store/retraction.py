@@ -25,13 +25,13 @@ from ..models import Retraction
 from ..search import index
 from ..search.vectors import drop_vectors
 from .checkpoints import invalidate_checkpoints
+from .events import current_memory_ids
 
 SELECT_MEMORY = """
 select persona, project, event_id, revoked_at, revoke_reason from memories where id = ?
 """
 REVOKE = "update memories set revoked_at = ?, revoke_reason = ? where id = ?"
 MARK_AMENDED = "update events set status = 'amended' where id = ? and status != 'amended'"
-SELECT_SIBLINGS = "select id from memories where event_id = ? and revoked_at is null order by num"
 
 
 def revoke(
@@ -72,7 +72,7 @@ def retract(
         revoked_at=from_db_time(revoked_at if already else now),
         already_revoked=already,
         event_amended=amended,
-        sibling_ids=[sibling for (sibling,) in conn.execute(SELECT_SIBLINGS, (event_id,))],
+        sibling_ids=current_memory_ids(conn, event_id),
         search_rows=search_rows,
         vectors=vectors,
         checkpoints_invalidated=invalidated,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..config import Settings
+from ..db.rules import CURRENT_MEMORY
 from ..models import MEMORY_KINDS, Status
 from ..search.vectors import coverage
 from .capacity import scope_capacity
@@ -13,10 +14,10 @@ from .capacity import scope_capacity
 EVENTS_BY_STATUS = """
 select status, count(*) from events where persona = ? and project = ? group by status
 """
-MEMORY_COUNTS = """
-select kind, count(*) filter (where revoked_at is null),
-    count(*) filter (where revoked_at is not null)
-from memories where persona = ? and project = ?
+MEMORY_COUNTS = f"""
+select kind, count(*) filter (where {CURRENT_MEMORY}),
+    count(*) filter (where not ({CURRENT_MEMORY}))
+from memories m where persona = ? and project = ?
 group by kind
 """
 

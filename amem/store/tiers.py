@@ -35,6 +35,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import NamedTuple
 
+from ..db.in_lists import literals
+from ..db.rules import CURRENT_MEMORY
 from ..db.times import db_time
 from ..models import Consolidation, MemoryRecord, MemoryTier, Promotion
 from .checkpoints import uncover_removed
@@ -42,16 +44,16 @@ from .erasure import remove_events, remove_memories
 from .facts import KEYED_KINDS, load_memory
 
 SET_PINNED = "update memories set pinned = ? where id = ?"
-SELECT_WORKING = """
-select id, text, event_id, kind, basis, pinned, expires_at from memories
-where persona = ? and project = ? and expires_at is not null and revoked_at is null
+SELECT_WORKING = f"""
+select id, text, event_id, kind, basis, pinned, expires_at from memories m
+where persona = ? and project = ? and expires_at is not null and {CURRENT_MEMORY}
   and tier = 'working'
 order by num
 """
-SELECT_EPISODIC = """
-select id, text, event_id, kind, basis, pinned, expires_at from memories
-where persona = ? and project = ? and tier = 'episodic' and kind in ('fact', 'preference')
-  and revoked_at is null and basis = 'user_statement'
+SELECT_EPISODIC = f"""
+select id, text, event_id, kind, basis, pinned, expires_at from memories m
+where persona = ? and project = ? and tier = 'episodic'
+  and kind in ({literals(sorted(KEYED_KINDS))}) and {CURRENT_MEMORY} and basis = 'user_statement'
 order by num
 """
 PROMOTE = "update memories set tier = ?, expires_at = null where id = ?"

@@ -29,6 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import InvalidInput
 from ..inputs import refused
 from ..limits import (
+    DEFAULT_BUDGET,
+    DEFAULT_KEEP_NOTES,
+    DEFAULT_READ_CHARS,
+    DEFAULT_RECALL_LIMIT,
     MAX_EXCLUDED_EVENTS,
     MCP_CLIP_CHARS,
     MCP_LIST_LIMIT,
@@ -50,7 +54,6 @@ from ..models import (
     SubmittableCategory,
 )
 from ..store import capacity
-from ..store.packs import DEFAULT_BUDGET
 from .lean import lean_schema, recall_answer
 
 INSTRUCTIONS = """\
@@ -200,7 +203,7 @@ async def memory_add(served: Served, args: MemoryAdd) -> Any:
 
 class MemoryRecall(Args):
     query: str
-    limit: int = Field(default=10, ge=1, le=MCP_MAX_RECALL_LIMIT)
+    limit: int = Field(default=DEFAULT_RECALL_LIMIT, ge=1, le=MCP_MAX_RECALL_LIMIT)
     mode: RecallMode = "auto"
     as_of: str | None = None
     include_history: bool = False
@@ -225,7 +228,7 @@ async def memory_recall(served: Served, args: MemoryRecall) -> Any:
 class MemoryRead(Args):
     id: str
     offset: int = Field(default=0, ge=0)
-    limit: int = Field(default=4000, ge=1, le=MCP_MAX_READ_CHARS)
+    limit: int = Field(default=DEFAULT_READ_CHARS, ge=1, le=MCP_MAX_READ_CHARS)
 
 
 @tool(read_only=True, destructive=False, idempotent=True, completes_when_cancelled=False)
@@ -335,7 +338,7 @@ class PersonaGet(Args):
 async def persona_get(served: Served, args: PersonaGet) -> Any:
     """Read a persona. Only the operator edits personas (amem CLI)."""
     persona = served.persona if args.persona is None else args.persona
-    return await served.memory.persona(persona, version=args.version)
+    return await served.memory._shown_persona(persona, version=args.version)
 
 
 class ExtractionRetry(Args):
@@ -412,7 +415,7 @@ async def memory_consolidate(served: Served, args: MemoryConsolidate) -> Any:
 
 class MemoryCompactWorking(Args):
     session: str
-    keep: int = Field(default=10, ge=0, le=MCP_MAX_LIST_LIMIT)
+    keep: int = Field(default=DEFAULT_KEEP_NOTES, ge=0, le=MCP_MAX_LIST_LIMIT)
     dry_run: bool = False
 
 
