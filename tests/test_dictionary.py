@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-
 from typing import Any
 
 from amem.search.text import import_jieba, load_dictionary
