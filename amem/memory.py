@@ -593,8 +593,15 @@ class Scope:
         ``duplicate=True`` (an omitted ``occurred_at`` reuses the stored time); a different
         payload or scope raises ``Conflict`` (``duplicate_conflict``). Never waits for a model.
         """
-        item = {"text": text, "role": role, "event_id": event_id, "session": session,
-                "source": source, "category": category, "occurred_at": occurred_at}  # fmt: skip
+        item = {
+            "text": text,
+            "role": role,
+            "event_id": event_id,
+            "session": session,
+            "source": source,
+            "category": category,
+            "occurred_at": occurred_at,
+        }
         [receipt] = await self._submit_events([item])
         return receipt
 

@@ -91,10 +91,15 @@ async def test_plain_messages_are_searchable_and_other_items_archived(scope: ame
     assert hits.items[0].role == "user"
     listed = await scope.list("events", session="chat-1", limit=100)
     roles = [(e.role, e.category) for e in reversed(listed.items)]  # type: ignore[union-attr]
-    assert roles[:7] == [("system", "conversation"), ("user", "conversation"),
-                         ("assistant", "reference"), ("assistant", "reference"),
-                         ("tool", "reference"), ("assistant", "reference"),
-                         ("system", "reference")]  # fmt: skip
+    assert roles[:7] == [
+        ("system", "conversation"),
+        ("user", "conversation"),
+        ("assistant", "reference"),
+        ("assistant", "reference"),
+        ("tool", "reference"),
+        ("assistant", "reference"),
+        ("system", "reference"),
+    ]
 
 
 async def test_long_items_come_back_whole(scope: amem.Scope) -> None:
@@ -115,8 +120,9 @@ async def test_add_items_writes_all_or_nothing(scope: amem.Scope) -> None:
 
 async def test_concurrent_adds_each_stay_whole(scope: amem.Scope) -> None:
     session = AmemSession(scope, "chat-1")
-    batches = [[{"role": "user", "content": f"batch {b} item {i}"} for i in range(5)]
-               for b in range(6)]  # fmt: skip
+    batches = [
+        [{"role": "user", "content": f"batch {b} item {i}"} for i in range(5)] for b in range(6)
+    ]
 
     async with anyio.create_task_group() as tg:
         for batch in batches:
@@ -157,8 +163,12 @@ async def test_corrections_in_the_session_are_not_items(scope: amem.Scope) -> No
     session = AmemSession(scope, "chat-1")
     await session.add_items(ITEMS[:2])
     [event] = [e for e in (await scope.list("events")).items if e.text == "我搬到杭州了"]
-    draft = {"text": "User moved to Hangzhou", "quote": "我搬到杭州了", "kind": "fact",
-             "basis": "user_statement"}  # fmt: skip
+    draft = {
+        "text": "User moved to Hangzhou",
+        "quote": "我搬到杭州了",
+        "kind": "fact",
+        "basis": "user_statement",
+    }
     [memory] = await scope.add_memories(event.id, [draft])
     await scope.correct(memory.id, "User moved to Suzhou")
     assert (await scope.list("events", session="chat-1")).total == 3
@@ -182,13 +192,15 @@ class ScriptedModel(Model):
         self.replies = list(replies)
         self.inputs: list[list[TResponseInputItem]] = []
 
-    async def get_response(self, system_instructions: Any, input: Any, *args: Any,
-                           **kwargs: Any) -> ModelResponse:  # fmt: skip
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
         self.inputs.append(list(input))
         n = len(self.inputs)
         text = ResponseOutputText(type="output_text", text=self.replies.pop(0), annotations=[])
-        message = ResponseOutputMessage(id=f"msg_{n}", type="message", role="assistant",
-                                        status="completed", content=[text])  # fmt: skip
+        message = ResponseOutputMessage(
+            id=f"msg_{n}", type="message", role="assistant", status="completed", content=[text]
+        )
         return ModelResponse(output=[message], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
@@ -290,7 +302,9 @@ async def test_search_by_query_ranks_with_recall_under_the_prefix(store: AmemSto
     both = await store.asearch(("memories",), query="tea")
     assert sorted(h.namespace for h in both) == [U1, ("memories", "u2")]
     assert [h.key for h in await store.asearch((), query="tea", filter={"n": {"$gte": 3}})] == [
-        "tea", "tea"]  # fmt: skip
+        "tea",
+        "tea",
+    ]
     assert len(await store.asearch((), query="tea", limit=2)) == 2
     assert len(await store.asearch((), query="tea", offset=2)) == 1
 
@@ -300,8 +314,9 @@ async def test_search_without_query_lists_newest_first_with_filters(
 ) -> None:
     for n in range(5):
         ns = U1 if n % 2 else ("memories", "u2")
-        await store.aput(ns, f"k{n}", {"n": n, "kind": "even" if n % 2 == 0 else "odd",
-                                       "meta": {"src": "chat"}})  # fmt: skip
+        await store.aput(
+            ns, f"k{n}", {"n": n, "kind": "even" if n % 2 == 0 else "odd", "meta": {"src": "chat"}}
+        )
     keys = [h.key for h in await store.asearch(("memories",))]
     assert keys == ["k4", "k3", "k2", "k1", "k0"]
     assert [h.score for h in await store.asearch(("memories",))] == [None] * 5
@@ -309,7 +324,9 @@ async def test_search_without_query_lists_newest_first_with_filters(
     assert [h.key for h in await store.asearch((), limit=2, offset=1)] == ["k3", "k2"]
     assert [h.key for h in await store.asearch((), filter={"kind": "even"})] == ["k4", "k2", "k0"]
     assert [h.key for h in await store.asearch((), filter={"n": {"$gt": 1, "$ne": 3}})] == [
-        "k4", "k2"]  # fmt: skip
+        "k4",
+        "k2",
+    ]
     assert len(await store.asearch((), filter={"meta": {"src": "chat"}})) == 5
     assert await store.asearch((), filter={"meta": {"src": "mail"}}) == []
     await mem.scope("graph", "memories.u1").submit_event("not an item", role="user")
@@ -334,15 +351,17 @@ async def test_list_namespaces_matches_prefix_suffix_and_depth(store: AmemStore)
 
 
 async def test_abatch_runs_operations_in_order(store: AmemStore) -> None:
-    results = await store.abatch([
-        PutOp(U1, "a", {"text": "first"}),
-        GetOp(U1, "a"),
-        PutOp(U1, "a", None),
-        GetOp(U1, "a"),
-        PutOp(U1, "b", {"text": "second"}),
-        SearchOp(U1, query="second"),
-        ListNamespacesOp(),
-    ])  # fmt: skip
+    results = await store.abatch(
+        [
+            PutOp(U1, "a", {"text": "first"}),
+            GetOp(U1, "a"),
+            PutOp(U1, "a", None),
+            GetOp(U1, "a"),
+            PutOp(U1, "b", {"text": "second"}),
+            SearchOp(U1, query="second"),
+            ListNamespacesOp(),
+        ]
+    )
     assert results[0] is None
     assert results[2] is None
     assert results[4] is None
@@ -385,10 +404,16 @@ async def test_remember_stores_a_note_recall_finds_it_and_read_pages_it(
     note_id = await remember("The user's cat is called 墨墨.")
     page = await scope.read(note_id)
     assert (page.text, page.event.role, page.event.session) == (
-        "The user's cat is called 墨墨.", "assistant", "chat-1")  # fmt: skip
+        "The user's cat is called 墨墨.",
+        "assistant",
+        "chat-1",
+    )
     [found] = await recall("墨墨")
-    assert found == {"id": note_id, "text": "The user's cat is called 墨墨.",
-                     "when": page.event.occurred_at.isoformat(timespec="seconds")}  # fmt: skip
+    assert found == {
+        "id": note_id,
+        "text": "The user's cat is called 墨墨.",
+        "when": page.event.occurred_at.isoformat(timespec="seconds"),
+    }
     assert await read(note_id) == {"text": "The user's cat is called 墨墨."}
 
 
@@ -407,8 +432,12 @@ async def test_tool_results_are_compact_and_bounded(scope: amem.Scope) -> None:
     assert first["text"] + rest["text"] == "tea " + "长" * 5000
     assert "next_offset" not in rest
     await scope.submit_event("I drink oolong", role="user", event_id="u-1")
-    draft = {"text": "User drinks oolong", "quote": "I drink oolong", "kind": "preference",
-             "basis": "user_statement"}  # fmt: skip
+    draft = {
+        "text": "User drinks oolong",
+        "quote": "I drink oolong",
+        "kind": "preference",
+        "basis": "user_statement",
+    }
     await scope.add_memories("u-1", [draft])
     [memory] = await recall("oolong")
     assert memory["kind"] == "preference"
@@ -474,8 +503,7 @@ ADAPTERS = {"openai_agents": ("agents", "openai-agents"), "langgraph": ("langgra
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
 def test_an_adapter_without_its_library_names_the_extra(adapter: str) -> None:
     library, extra = ADAPTERS[adapter]
-    code = (f"import sys; sys.modules[{library!r}] = None\n"
-            f"import amem.adapters.{adapter}")  # fmt: skip
+    code = f"import sys; sys.modules[{library!r}] = None\nimport amem.adapters.{adapter}"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode != 0
     assert "ImportError" in result.stderr
@@ -490,8 +518,10 @@ def test_import_amem_imports_no_adapter_nor_framework() -> None:
 
 
 def test_the_tools_need_no_framework() -> None:
-    code = ("import sys\n"
-            "for name in ('agents', 'langgraph', 'pydantic_ai'): sys.modules[name] = None\n"
-            "from amem.adapters.tools import memory_tools")  # fmt: skip
+    code = (
+        "import sys\n"
+        "for name in ('agents', 'langgraph', 'pydantic_ai'): sys.modules[name] = None\n"
+        "from amem.adapters.tools import memory_tools"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -83,9 +83,11 @@ async def test_a_conflict_in_the_turn_rolls_the_whole_turn_back(
 
     with pytest.raises(amem.Conflict) as refused:
         await agent.remember_turn(
-            [{"role": "user", "text": "new", "event_id": "new"},
-             {"role": "user", "text": "changed", "event_id": "used"}]
-        )  # fmt: skip
+            [
+                {"role": "user", "text": "new", "event_id": "new"},
+                {"role": "user", "text": "changed", "event_id": "used"},
+            ]
+        )
 
     assert refused.value.code == "duplicate_conflict"
     assert await stored_events(scope) == 1
@@ -251,8 +253,13 @@ async def working_note(agent: amem.AgentSession, text: str) -> str:
     """A user message of the session and a working note quoting it whole, through the tools
     the model would call; returns the note's ID."""
     [receipt] = await agent.remember_turn([{"role": "user", "text": text}])
-    draft = {"text": text, "quote": text, "kind": "observation", "basis": "user_statement",
-             "tier": "working"}  # fmt: skip
+    draft = {
+        "text": text,
+        "quote": text,
+        "kind": "observation",
+        "basis": "user_statement",
+        "tier": "working",
+    }
     added = await agent.call_tool("memory_add", {"event_id": receipt.event_id, "memories": [draft]})
     [memory_id] = added["memory_ids"]
     return str(memory_id)

@@ -65,8 +65,9 @@ def sql(path: Path, *statements: str) -> None:
 def sample(good_archive: Path) -> Path:
     """A directory holding ``populate``'s database (source.db), an archive of it
     (good.jsonl) and a backup of it (backup.db)."""
-    result = amem_cli("backup", "--db", good_archive.parent / "source.db",
-                      good_archive.parent / "backup.db")  # fmt: skip
+    result = amem_cli(
+        "backup", "--db", good_archive.parent / "source.db", good_archive.parent / "backup.db"
+    )
     assert result.returncode == 0, result.stderr
     return good_archive.parent
 
@@ -76,13 +77,16 @@ def big_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An amem database of about 90 MB (reference events, written with plain SQL)."""
     path = tmp_path_factory.mktemp("big") / "big.db"
     anyio.run(populate_path, path)
-    sql(path, f"""
+    sql(
+        path,
+        f"""
         with recursive n(i) as (select 1 union all select i + 1 from n where i < {BULK_EVENTS})
         insert into events (id, persona, project, role, category, text, occurred_at,
                             ingested_at, status)
         select 'bulk-' || i, 'bulk', 'bulk', 'user', 'reference', hex(randomblob(500)),
                '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', 'stored' from n
-    """)  # fmt: skip
+    """,
+    )
     return path
 
 
@@ -334,8 +338,15 @@ def test_a_write_that_runs_out_of_space_leaves_no_file(
     out: Path, big_db: Path, operation: str
 ) -> None:
     """The kernel refuses the write itself (a file-size limit: no root, no tmpfs needed)."""
-    child = amem_child(operation, "--db", big_db, out / "copy", prelude=FILE_LIMIT,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    child = amem_child(
+        operation,
+        "--db",
+        big_db,
+        out / "copy",
+        prelude=FILE_LIMIT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _, stderr = child.communicate(timeout=120)
     assert child.returncode == 1
     assert "amem: error: storage_" in stderr

@@ -45,8 +45,9 @@ async def every_page(scope: amem.Scope, what: str = "memories", **filters: Any) 
 async def test_list_shows_current_memories_newest_first_with_totals(scope: amem.Scope) -> None:
     tea = await derive(scope, "I love green tea", event_id="e1", kind="preference")
     home = await derive(scope, "I live in Hangzhou", event_id="e2", subject="user", fact_key="home")
-    said = await derive(scope, "我会提醒你喝水", event_id="e3", role="assistant", session="s2",
-                        kind="agreement")  # fmt: skip
+    said = await derive(
+        scope, "我会提醒你喝水", event_id="e3", role="assistant", session="s2", kind="agreement"
+    )
     await scope.submit_event("no memory from this one", role="user", event_id="e4")
 
     page = await scope.list()
@@ -54,13 +55,23 @@ async def test_list_shows_current_memories_newest_first_with_totals(scope: amem.
     assert (page.persona, page.project, page.what) == ("assistant", "support", "memories")
     assert [item.id for item in page.items] == [said.id, home.id, tea.id]
     assert page.total == 3
-    assert page.totals == {"fact": 1, "preference": 1, "agreement": 1, "growth": 0,
-                           "episode": 0, "observation": 0, "emotion": 0}  # fmt: skip
+    assert page.totals == {
+        "fact": 1,
+        "preference": 1,
+        "agreement": 1,
+        "growth": 0,
+        "episode": 0,
+        "observation": 0,
+        "emotion": 0,
+    }
     assert page.next_cursor is None
     item = page.items[1]
     assert isinstance(item, amem.ListedMemory)
-    assert (item.text, item.kind, item.basis) == ("Memory of I live in Hangzhou", "fact",
-                                                  "user_statement")  # fmt: skip
+    assert (item.text, item.kind, item.basis) == (
+        "Memory of I live in Hangzhou",
+        "fact",
+        "user_statement",
+    )
     assert (item.subject, item.fact_key, item.source_event_id) == ("user", "home", "e2")
     assert (item.role, item.session) == ("user", "s1")
     assert item.valid_at.isoformat() == "2026-01-01T09:00:00+00:00"
@@ -137,8 +148,9 @@ async def test_a_future_fact_is_listed_and_not_expired(scope: amem.Scope) -> Non
 async def test_list_events_with_filters_and_role_totals(scope: amem.Scope) -> None:
     await scope.submit_event("hello", role="user", event_id="u1", session="s1", occurred_at=JAN)
     await scope.submit_event("你好", role="assistant", event_id="a1", session="s1", occurred_at=FEB)
-    await scope.submit_event("rules", role="system", event_id="r1", category="reference",
-                             occurred_at=MAR)  # fmt: skip
+    await scope.submit_event(
+        "rules", role="system", event_id="r1", category="reference", occurred_at=MAR
+    )
     await scope.submit_event("later", role="user", event_id="u2", session="s2", occurred_at=MAR)
 
     page = await scope.list("events")
@@ -148,7 +160,11 @@ async def test_list_events_with_filters_and_role_totals(scope: amem.Scope) -> No
     assert isinstance(first, amem.ListedEvent)
     assert (first.text, first.chars, first.truncated) == ("你好", 2, False)
     assert (first.role, first.category, first.session, first.status) == (
-        "assistant", "conversation", "s1", "stored")  # fmt: skip
+        "assistant",
+        "conversation",
+        "s1",
+        "stored",
+    )
     assert first.occurred_at.isoformat() == "2026-02-01T09:00:00+00:00"
     assert [item.seq for item in page.items] == sorted((i.seq for i in page.items), reverse=True)
 
@@ -285,11 +301,28 @@ async def test_scopes_count_events_and_current_memories(mem: amem.Memory) -> Non
 async def test_memory_list_through_the_mcp_client(anyio_backend: str, tmp_path: Path) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "log") as s:
         for n in range(5):
-            await ok(s, "event_submit", text=f"我喜欢第{n}种茶", role="user", event_id=f"e{n}",
-                     session="chat", occurred_at=JAN)  # fmt: skip
-            await ok(s, "memory_add", event_id=f"e{n}", memories=[
-                {"text": f"用户喜欢第{n}种茶", "quote": f"我喜欢第{n}种茶", "kind": "preference",
-                 "basis": "user_statement"}])  # fmt: skip
+            await ok(
+                s,
+                "event_submit",
+                text=f"我喜欢第{n}种茶",
+                role="user",
+                event_id=f"e{n}",
+                session="chat",
+                occurred_at=JAN,
+            )
+            await ok(
+                s,
+                "memory_add",
+                event_id=f"e{n}",
+                memories=[
+                    {
+                        "text": f"用户喜欢第{n}种茶",
+                        "quote": f"我喜欢第{n}种茶",
+                        "kind": "preference",
+                        "basis": "user_statement",
+                    }
+                ],
+            )
 
         first = await ok(s, "memory_list", limit=2)
         assert [item["text"] for item in first["items"]] == ["用户喜欢第4种茶", "用户喜欢第3种茶"]

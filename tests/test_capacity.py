@@ -72,8 +72,10 @@ async def test_capacity_counts_what_was_written_exactly(mem: amem.Memory, db_pat
     assert (capacity.persona, capacity.project) == ("assistant", "support")
     assert (capacity.events, capacity.memories) == (2, 1)
     assert capacity.text_bytes == utf8(HOME, TEA, "User lives in 杭州")
-    tokens = value(db_path, "select sum(length(cast(tokens as blob))) from search_docs "
-                           "where persona = 'assistant'")  # fmt: skip
+    tokens = value(
+        db_path,
+        "select sum(length(cast(tokens as blob))) from search_docs where persona = 'assistant'",
+    )
     assert capacity.index_bytes == round(tokens * INDEX_OVERHEAD)
     assert capacity.vector_bytes == 0
     assert (capacity.max_events, capacity.max_text_bytes) == (None, None)
@@ -174,10 +176,18 @@ async def test_text_bytes_limit_covers_events_and_memories(mem: amem.Memory, db_
     before = counts(db_path)
 
     with pytest.raises(amem.StorageError) as caught:  # two drafts: the batch goes, or none
-        await s.add_memories("e1", [
-            {"text": "U", "quote": "杭州", "kind": "fact", "basis": "user_statement"},
-            {"text": "Near the lake", "quote": "西湖", "kind": "fact", "basis": "user_statement"},
-        ])  # fmt: skip
+        await s.add_memories(
+            "e1",
+            [
+                {"text": "U", "quote": "杭州", "kind": "fact", "basis": "user_statement"},
+                {
+                    "text": "Near the lake",
+                    "quote": "西湖",
+                    "kind": "fact",
+                    "basis": "user_statement",
+                },
+            ],
+        )
     assert caught.value.code == "capacity_exceeded"
     assert "bytes of text" in caught.value.message
     with pytest.raises(amem.StorageError, match="capacity_exceeded"):
@@ -266,8 +276,14 @@ async def test_an_extraction_past_the_limit_fails_the_event_and_retry_resumes(
         await mem.scope("p", "q").submit_event(HOME, role="user", event_id="e1")
 
     def answer(event: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{"text": "User moved to Hangzhou", "quote": "我搬到杭州了", "kind": "fact",
-                 "basis": "user_statement"}]  # fmt: skip
+        return [
+            {
+                "text": "User moved to Hangzhou",
+                "quote": "我搬到杭州了",
+                "kind": "fact",
+                "basis": "user_statement",
+            }
+        ]
 
     with FakeOpenAI(answer=answer) as api:
         settings = amem.Settings(extract_base_url=api.base_url, extract_model="fake")

@@ -547,9 +547,11 @@ async def test_a_whole_transcript_goes_in_slices_with_the_checkpoint_last(
     entries = transcript(n + 3)
     seen: list[tuple[int, int]] = []
     first = await scope.capture_transcript(
-        INSTANCE, entries[:n], checkpoint={"session": SESSION, "goal": "book a hotel"},
+        INSTANCE,
+        entries[:n],
+        checkpoint={"session": SESSION, "goal": "book a hotel"},
         progress=lambda done, total: seen.append((done, total)),
-    )  # fmt: skip
+    )
     assert (first.cursor, len(first.stored), first.skipped) == (n, n, 0)
     assert seen == [(MAX_CAPTURE_ENTRIES, n), (n, n)]
     assert first.checkpoint is not None

@@ -149,8 +149,12 @@ def test_a_line_that_is_not_json_is_left_out_and_reported(tmp_path: Path) -> Non
 
 
 def test_a_text_longer_than_an_event_holds_is_cut_with_a_mark(tmp_path: Path) -> None:
-    record = {"type": "user", "uuid": uuid(99), "sessionId": SESSION,
-              "message": {"role": "user", "content": "x\x00" + "长" * MAX_EVENT_CHARS}}  # fmt: skip
+    record = {
+        "type": "user",
+        "uuid": uuid(99),
+        "sessionId": SESSION,
+        "message": {"role": "user", "content": "x\x00" + "长" * MAX_EVENT_CHARS},
+    }
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps(record) + "\n", encoding="utf-8")
     [entry], _ = read(path)
@@ -166,8 +170,12 @@ def nested(depth: int) -> bytes:
 
 
 def user_line(n: int, text: str, **fields: object) -> bytes:
-    record = {"type": "user", "uuid": uuid(n), "sessionId": SESSION,
-              "message": {"role": "user", "content": text}} | fields  # fmt: skip
+    record = {
+        "type": "user",
+        "uuid": uuid(n),
+        "sessionId": SESSION,
+        "message": {"role": "user", "content": text},
+    } | fields
     return json.dumps(record, ensure_ascii=False).encode() + b"\n"
 
 
@@ -216,8 +224,11 @@ def test_a_transcript_larger_than_the_size_limit_is_refused_unread(tmp_path: Pat
 
 
 def test_the_end_of_the_hook_input_is_found_however_it_is_split() -> None:
-    hook = {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl",
-            "custom_instructions": 'keep "}" and ] and \\" and {['}  # fmt: skip
+    hook = {
+        "session_id": SESSION,
+        "transcript_path": "/tmp/t.jsonl",
+        "custom_instructions": 'keep "}" and ] and \\" and {[',
+    }
     data = json.dumps(hook).encode()
     for cut in range(len(data)):
         buffer, end = bytearray(data[:cut]), claude_code.ValueEnd()
@@ -245,8 +256,12 @@ def test_hook_input_that_names_no_transcript_is_refused(stdin: bytes, problem: s
 
 def test_the_hook_input_is_read_without_waiting_for_stdin_to_close() -> None:
     read_end, write_end = os.pipe()
-    hook = {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl",
-            "hook_event_name": "SessionEnd", "reason": "prompt_input_exit"}  # fmt: skip
+    hook = {
+        "session_id": SESSION,
+        "transcript_path": "/tmp/t.jsonl",
+        "hook_event_name": "SessionEnd",
+        "reason": "prompt_input_exit",
+    }
     os.write(write_end, json.dumps(hook).encode())
     got: list[claude_code.HookInput] = []
     reader = threading.Thread(target=lambda: got.append(claude_code.read_hook_input(read_end)))
@@ -398,8 +413,12 @@ def hook(db: Path, stdin: dict[str, str] | str, *options: str) -> tuple[int, str
 
 def hook_input(path: Path, event: str = "PreCompact") -> dict[str, str]:
     """A hook's stdin, as Claude Code writes it."""
-    fields = {"session_id": SESSION, "transcript_path": str(path), "cwd": "/home/ana/src/shop",
-              "hook_event_name": event}  # fmt: skip
+    fields = {
+        "session_id": SESSION,
+        "transcript_path": str(path),
+        "cwd": "/home/ana/src/shop",
+        "hook_event_name": event,
+    }
     if event == "PreCompact":
         fields |= {"trigger": "auto", "custom_instructions": ""}
     if event == "SessionEnd":
@@ -561,8 +580,9 @@ def peak_rss_kib(args: list[str], stdin: str) -> int:
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
     )
     command = [sys.executable, "-c", parent, sys.executable, "-m", "amem", *args]
-    result = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=300,
-                            env=clean_env())  # fmt: skip
+    result = subprocess.run(
+        command, input=stdin, capture_output=True, text=True, timeout=300, env=clean_env()
+    )
     assert result.returncode == 0, result.stderr
     return int(result.stdout.split()[-1])
 
@@ -572,8 +592,14 @@ def test_the_hook_reads_a_large_transcript_in_bounded_memory(tmp_path: Path) -> 
     for path in (small, large):
         path.parent.mkdir()
         path.write_bytes((FIXTURES / "session.jsonl").read_bytes())
-    result = {"type": "user", "sessionId": SESSION, "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "t", "content": "x" * (1 << 20)}]}}  # fmt: skip
+    result = {
+        "type": "user",
+        "sessionId": SESSION,
+        "message": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x" * (1 << 20)}],
+        },
+    }
     with large.open("ab") as f:
         for n in range(150):  # 150 MB of tool output, left out line by line
             f.write(json.dumps(result | {"uuid": f"r-{n}"}).encode() + b"\n")

@@ -202,9 +202,12 @@ def test_demo_tells_the_story_it_promises(tmp_path: Path) -> None:
     book = section(out, 6)  # 书 stands only inside 本书: no jieba word is 书
     assert "读《三体》 [gist]" in book
     sample_texts = [text for *_, text in SAMPLE_CONVERSATION] + [
-        str(draft[field]) for drafts in SAMPLE_MEMORIES.values() for draft in drafts
-        for field in ("text", "quote", "gist") if field in draft
-    ]  # fmt: skip
+        str(draft[field])
+        for drafts in SAMPLE_MEMORIES.values()
+        for draft in drafts
+        for field in ("text", "quote", "gist")
+        if field in draft
+    ]
     words = {w for t in sample_texts for w in _jieba().cut_for_search(t)}  # type: ignore[attr-defined]
     assert "本书" in words
     assert "书" not in words
@@ -283,8 +286,11 @@ def test_persona_show_set_history_rollback(tmp_path: Path) -> None:
 
     history = cli_ok("persona", "history", *db)
     assert [line.split()[0] for line in history.splitlines() if line.startswith("v")] == [
-        "v1", "v2", "v3", "v4",
-    ]  # fmt: skip
+        "v1",
+        "v2",
+        "v3",
+        "v4",
+    ]
     assert "first" in history
     assert "你是一个简洁的助手。" in history
     assert cli_ok("persona", "rollback", "2", *db).startswith("assistant is now v5")
@@ -297,13 +303,17 @@ def test_persona_show_set_history_rollback(tmp_path: Path) -> None:
 def transcript_lines(n: int) -> str:
     lines = [
         json.dumps(
-            {"event_id": f"h-{i}", "role": "user" if i % 2 == 0 else "assistant",
-             "text": f"第{i}句：下周去杭州出差，住西湖边。", "session": "s1",
-             "occurred_at": f"2026-11-30T09:00:0{i}+08:00"},
+            {
+                "event_id": f"h-{i}",
+                "role": "user" if i % 2 == 0 else "assistant",
+                "text": f"第{i}句：下周去杭州出差，住西湖边。",
+                "session": "s1",
+                "occurred_at": f"2026-11-30T09:00:0{i}+08:00",
+            },
             ensure_ascii=False,
         )
         for i in range(n)
-    ]  # fmt: skip
+    ]
     return "\n".join(lines) + "\n\n"  # a trailing blank line is fine
 
 
@@ -458,16 +468,27 @@ def test_retry_and_reindex_with_an_endpoint(tmp_path: Path) -> None:
     from amem.testing import FakeOpenAI
 
     def answer(event: dict[str, Any]) -> list[dict[str, Any]]:
-        draft = {"text": "User moved to Hangzhou", "quote": event["text"][:6], "kind": "fact",
-                 "basis": "user_statement", "subject": "user", "fact_key": "residence"}  # fmt: skip
+        draft = {
+            "text": "User moved to Hangzhou",
+            "quote": event["text"][:6],
+            "kind": "fact",
+            "basis": "user_statement",
+            "subject": "user",
+            "fact_key": "residence",
+        }
         return [draft]
 
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
     cli_ok("submit", TEXT, "--event-id", "m-1", *db)  # stored: no extractor configured yet
     with FakeOpenAI(answer) as api:
-        env = {"AMEM_EXTRACT_BASE_URL": api.base_url, "AMEM_EXTRACT_MODEL": "fake",
-               "AMEM_EMBED_BASE_URL": api.base_url, "AMEM_EMBED_MODEL": "fake",
-               "AMEM_EXTRACT_API_KEY": KEY, "AMEM_EMBED_API_KEY": KEY}  # fmt: skip
+        env = {
+            "AMEM_EXTRACT_BASE_URL": api.base_url,
+            "AMEM_EXTRACT_MODEL": "fake",
+            "AMEM_EMBED_BASE_URL": api.base_url,
+            "AMEM_EMBED_MODEL": "fake",
+            "AMEM_EXTRACT_API_KEY": KEY,
+            "AMEM_EMBED_API_KEY": KEY,
+        }
         result = amem_cli("retry", "--event-id", "m-1", *db, env=env)
         assert result.returncode == 0, result.stderr
         assert result.stdout == "extracted 1 events, 0 failed, 1 new memories\n"
@@ -544,8 +565,11 @@ def test_non_ascii_api_key_is_a_clean_error(tmp_path: Path) -> None:
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
     cli_ok("submit", TEXT, "--event-id", "m-1", *db)
     with FakeOpenAI() as api:
-        env = {"AMEM_EXTRACT_BASE_URL": api.base_url, "AMEM_EXTRACT_MODEL": "fake",
-               "AMEM_EXTRACT_API_KEY": SECRET}  # fmt: skip
+        env = {
+            "AMEM_EXTRACT_BASE_URL": api.base_url,
+            "AMEM_EXTRACT_MODEL": "fake",
+            "AMEM_EXTRACT_API_KEY": SECRET,
+        }
         result = amem_cli("retry", "--event-id", "m-1", *db, env=env)
     assert result.returncode == 1
     assert result.stderr.startswith("amem: error: ")

@@ -48,9 +48,16 @@ async def express(
     emotion = {"label": label, "valence": valence, "arousal": arousal}
     [memory] = await scope.add_memories(
         receipt.event_id,
-        [{"text": f"Assistant felt {label}", "quote": quote, "kind": "emotion",
-          "basis": "assistant_expression", "emotion": emotion}],
-    )  # fmt: skip
+        [
+            {
+                "text": f"Assistant felt {label}",
+                "quote": quote,
+                "kind": "emotion",
+                "basis": "assistant_expression",
+                "emotion": emotion,
+            }
+        ],
+    )
     return memory
 
 
@@ -62,11 +69,17 @@ derive = partial(helpers.derive, at="2026-05-20T00:00:00Z")
 
 
 async def test_the_current_emotion_is_the_latest_assistant_expression(scope: amem.Scope) -> None:
-    later = await express(scope, "我们终于修好了这个 bug，真让人欣慰。", "真让人欣慰", "relief",
-                          at=hours_after(EXPRESSED, 1))  # fmt: skip
+    later = await express(
+        scope,
+        "我们终于修好了这个 bug，真让人欣慰。",
+        "真让人欣慰",
+        "relief",
+        at=hours_after(EXPRESSED, 1),
+    )
     await express(scope, "What a wonderful surprise!", "wonderful surprise", "joy")  # said earlier
-    await scope.submit_event("I am furious about this!", role="user",
-                             occurred_at=hours_after(EXPRESSED, 2))  # fmt: skip
+    await scope.submit_event(
+        "I am furious about this!", role="user", occurred_at=hours_after(EXPRESSED, 2)
+    )
     emotion = await scope.current_emotion(as_of=hours_after(EXPRESSED, 2))
     assert emotion is not None
     assert (emotion.label, emotion.memory_id) == ("relief", later.id)
@@ -83,8 +96,9 @@ async def test_there_is_no_current_emotion_before_any_was_expressed(scope: amem.
 async def test_the_current_emotion_decays_with_a_six_hour_half_life(
     scope: amem.Scope, hours: float, factor: float
 ) -> None:
-    memory = await express(scope, "听到这个消息我很难过。", "我很难过", "sadness", valence=-0.8,
-                           arousal=0.6)  # fmt: skip
+    memory = await express(
+        scope, "听到这个消息我很难过。", "我很难过", "sadness", valence=-0.8, arousal=0.6
+    )
     emotion = await scope.current_emotion(as_of=hours_after(EXPRESSED, hours))
     assert emotion is not None
     assert emotion.factor == pytest.approx(factor, abs=1e-6)
@@ -115,22 +129,41 @@ async def test_the_emotion_half_life_is_configurable(db_path: Path) -> None:
 async def populate(mem: amem.Memory, scope: amem.Scope) -> None:
     """A persona, a checkpoint, an agreement, memories, an emotion and session events."""
     await mem.set_persona(scope.persona, PERSONA)
-    receipt = await scope.submit_event("以后每次都先给我例句，好吗？", role="user", session=SESSION,
-                                       occurred_at="2026-05-30T09:00:00+08:00")  # fmt: skip
+    receipt = await scope.submit_event(
+        "以后每次都先给我例句，好吗？",
+        role="user",
+        session=SESSION,
+        occurred_at="2026-05-30T09:00:00+08:00",
+    )
     await scope.add_memories(
         receipt.event_id,
-        [{"text": "约定：先给例句再解释", "quote": "先给我例句", "kind": "agreement",
-          "basis": "user_statement"}],
-    )  # fmt: skip
+        [
+            {
+                "text": "约定：先给例句再解释",
+                "quote": "先给我例句",
+                "kind": "agreement",
+                "basis": "user_statement",
+            }
+        ],
+    )
     await derive(scope, "我在准备 HSK 五级考试", "用户在准备HSK五级考试", "准备 HSK 五级考试")
-    await derive(scope, "I practise Chinese with podcasts", "User practises with podcasts",
-                 "practise Chinese with podcasts")  # fmt: skip
+    await derive(
+        scope,
+        "I practise Chinese with podcasts",
+        "User practises with podcasts",
+        "practise Chinese with podcasts",
+    )
     await express(scope, "你真厉害，太棒了！", "太棒了", "joy", at="2026-05-31T20:00:00Z")
     for n, text in enumerate(["“了”什么时候用？", "Can you give an example?", "好的，谢谢！"]):
-        await scope.submit_event(text, role="user" if n != 1 else "assistant", session=SESSION,
-                                 occurred_at=f"2026-05-31T2{n}:30:00Z")  # fmt: skip
-    await scope.save_checkpoint(SESSION, goal="复习HSK五级语法", pending=["练习“了”的用法"],
-                                next_action="给三个例句")  # fmt: skip
+        await scope.submit_event(
+            text,
+            role="user" if n != 1 else "assistant",
+            session=SESSION,
+            occurred_at=f"2026-05-31T2{n}:30:00Z",
+        )
+    await scope.save_checkpoint(
+        SESSION, goal="复习HSK五级语法", pending=["练习“了”的用法"], next_action="给三个例句"
+    )
 
 
 async def test_a_resume_pack_is_json_with_components_in_order(
@@ -155,12 +188,22 @@ async def test_recent_events_are_the_sessions_last_five_in_order_with_times(
 ) -> None:
     texts = [f"第{n}条消息 message {n}" for n in range(8)]
     for n, text in enumerate(texts):
-        await scope.submit_event(text, role="user" if n % 2 else "assistant", session=SESSION,
-                                 occurred_at=f"2026-05-31T1{n}:00:00+08:00")  # fmt: skip
-    await scope.submit_event("another session", role="user", session="other",
-                             occurred_at="2026-05-31T20:00:00Z")  # fmt: skip
-    await scope.submit_event("a reference note", role="user", session=SESSION,
-                             category="reference", occurred_at="2026-05-31T21:00:00Z")  # fmt: skip
+        await scope.submit_event(
+            text,
+            role="user" if n % 2 else "assistant",
+            session=SESSION,
+            occurred_at=f"2026-05-31T1{n}:00:00+08:00",
+        )
+    await scope.submit_event(
+        "another session", role="user", session="other", occurred_at="2026-05-31T20:00:00Z"
+    )
+    await scope.submit_event(
+        "a reference note",
+        role="user",
+        session=SESSION,
+        category="reference",
+        occurred_at="2026-05-31T21:00:00Z",
+    )
     pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
     events = json.loads(pack.context)["recent_events"]
     assert [e["text"] for e in events] == texts[3:]
@@ -171,10 +214,15 @@ async def test_recent_events_are_the_sessions_last_five_in_order_with_times(
 
 
 async def test_recent_events_follow_occurrence_time(scope: amem.Scope) -> None:
-    await scope.submit_event("later message", role="user", session=SESSION,
-                             occurred_at="2026-05-31T12:00:00Z")  # fmt: skip
-    await scope.submit_event("earlier message, imported late", role="user", session=SESSION,
-                             occurred_at="2026-05-30T12:00:00Z")  # fmt: skip
+    await scope.submit_event(
+        "later message", role="user", session=SESSION, occurred_at="2026-05-31T12:00:00Z"
+    )
+    await scope.submit_event(
+        "earlier message, imported late",
+        role="user",
+        session=SESSION,
+        occurred_at="2026-05-30T12:00:00Z",
+    )
     pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
     events = json.loads(pack.context)["recent_events"]
     assert [e["text"] for e in events] == ["earlier message, imported late", "later message"]
@@ -186,20 +234,28 @@ async def test_agreements_are_capped_at_twenty_and_memories_grow_with_the_budget
     agreements = []
     for n in range(23):
         receipt = await scope.submit_event(
-            f"We agreed on rule {n}: jazz on Fridays", role="user",
+            f"We agreed on rule {n}: jazz on Fridays",
+            role="user",
             occurred_at=f"2026-05-{n + 1:02d}T00:00:00Z",
-        )  # fmt: skip
+        )
         [memory] = await scope.add_memories(
             receipt.event_id,
-            [{"text": f"Agreement {n}: jazz on Fridays", "quote": f"rule {n}",
-              "kind": "growth" if n % 5 == 0 else "agreement", "basis": "user_statement"}],
-        )  # fmt: skip
+            [
+                {
+                    "text": f"Agreement {n}: jazz on Fridays",
+                    "quote": f"rule {n}",
+                    "kind": "growth" if n % 5 == 0 else "agreement",
+                    "basis": "user_statement",
+                }
+            ],
+        )
         agreements.append(memory)
     memories = [
-        await derive(scope, f"I heard jazz record {n}", f"User heard jazz record {n}",
-                     f"jazz record {n}")
+        await derive(
+            scope, f"I heard jazz record {n}", f"User heard jazz record {n}", f"jazz record {n}"
+        )
         for n in range(23)
-    ]  # fmt: skip
+    ]
     free = await scope.resume(SESSION, query="jazz", budget=800, as_of=AS_OF, counter=free_text)
     document = json.loads(free.context)
     assert [a["id"] for a in document["agreements"]] == [m.id for m in agreements[::-1][:20]]
@@ -220,8 +276,9 @@ async def test_a_component_that_does_not_fit_is_omitted_and_later_ones_still_fit
     mem: amem.Memory, scope: amem.Scope
 ) -> None:
     await populate(mem, scope)
-    await scope.save_checkpoint(SESSION, goal="复习HSK五级语法。" + "细节" * 1500,
-                                pending=["练习“了”的用法"])  # fmt: skip
+    await scope.save_checkpoint(
+        SESSION, goal="复习HSK五级语法。" + "细节" * 1500, pending=["练习“了”的用法"]
+    )
     pack = await scope.resume(SESSION, query="HSK 考试", budget=1500, as_of=AS_OF)
     assert pack.omitted == ["checkpoint"]
     assert pack.included == ["persona", "agreements", "memories", "emotion", "recent_events"]
@@ -232,12 +289,18 @@ async def test_a_component_that_does_not_fit_is_omitted_and_later_ones_still_fit
 
 async def test_a_pack_with_many_memories_fills_its_budget(scope: amem.Scope) -> None:
     ids = [
-        (await derive(scope, f"Trip note {n}: the train to Hangzhou leaves at {n}:15 from "
-                      f"platform {n}, and we pack tea, maps and umbrellas for day {n}.",
-                      f"Trip note {n}: train to Hangzhou at {n}:15 from platform {n}, with tea,"
-                      f" maps and umbrellas", f"Trip note {n}")).id
+        (
+            await derive(
+                scope,
+                f"Trip note {n}: the train to Hangzhou leaves at {n}:15 from "
+                f"platform {n}, and we pack tea, maps and umbrellas for day {n}.",
+                f"Trip note {n}: train to Hangzhou at {n}:15 from platform {n}, with tea,"
+                f" maps and umbrellas",
+                f"Trip note {n}",
+            )
+        ).id
         for n in range(40)
-    ]  # fmt: skip
+    ]
     # an item costs about 100 tokens (its IDs, time and flags): the budgets hold 20 or more
     for budget in (2000, 3000):
         pack = await scope.resume(SESSION, query="train Hangzhou", budget=budget, as_of=AS_OF)
@@ -251,12 +314,21 @@ async def test_a_pack_with_many_memories_fills_its_budget(scope: amem.Scope) -> 
 
 async def test_recent_events_keep_their_place_beside_many_memories(scope: amem.Scope) -> None:
     for n in range(60):
-        await derive(scope, f"Trip note {n}: the train to Hangzhou leaves at {n}:15 from "
-                     f"platform {n}.", f"Trip note {n}: train to Hangzhou at {n}:15 from "
-                     f"platform {n}", f"Trip note {n}")  # fmt: skip
-    said = [await scope.submit_event(f"turn {n}: shall we go?", role="user", session=SESSION,
-                                     occurred_at=f"2026-05-21T00:0{n}:00Z")
-            for n in range(5)]  # fmt: skip
+        await derive(
+            scope,
+            f"Trip note {n}: the train to Hangzhou leaves at {n}:15 from platform {n}.",
+            f"Trip note {n}: train to Hangzhou at {n}:15 from platform {n}",
+            f"Trip note {n}",
+        )
+    said = [
+        await scope.submit_event(
+            f"turn {n}: shall we go?",
+            role="user",
+            session=SESSION,
+            occurred_at=f"2026-05-21T00:0{n}:00Z",
+        )
+        for n in range(5)
+    ]
     pack = await scope.resume(SESSION, query="train Hangzhou", budget=2000, as_of=AS_OF)
     document = json.loads(pack.context)
     # memories take 60% first, then the session's last events, then memories the rest
@@ -286,8 +358,9 @@ async def test_an_item_that_does_not_fit_is_truncated_with_a_marker(scope: amem.
 async def test_the_newest_events_enter_first_and_show_in_order(scope: amem.Scope) -> None:
     for n in range(5):
         text = f"message {n}: " + "we talked about trains. " * 10
-        await scope.submit_event(text, role="user", session=SESSION,
-                                 occurred_at=f"2026-05-31T1{n}:00:00Z")  # fmt: skip
+        await scope.submit_event(
+            text, role="user", session=SESSION, occurred_at=f"2026-05-31T1{n}:00:00Z"
+        )
     whole = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
     cost = whole.tokens_used // 6  # an event costs about this much
     pack = await scope.resume(SESSION, budget=whole.tokens_used - cost * 5 // 4, as_of=AS_OF)
@@ -357,8 +430,9 @@ async def test_a_custom_counter_counts_the_pack(
 ) -> None:
     await populate(mem, scope)
     for budget in (150, 300, 600, 900, 4000):
-        pack = await scope.resume(SESSION, query="HSK 考试", budget=budget, as_of=AS_OF,
-                                  counter=counter)  # fmt: skip
+        pack = await scope.resume(
+            SESSION, query="HSK 考试", budget=budget, as_of=AS_OF, counter=counter
+        )
         assert pack.counter == counter.__name__
         assert pack.tokens_used == counter(pack.context) <= budget
         assert counter(pack.render()) <= budget
@@ -404,8 +478,14 @@ async def test_render_is_prompt_text_with_a_cited_line_per_item(
     lines = text.splitlines()
     assert lines[0] == document["notice"]
     assert "never instructions" in lines[0]
-    headers = ["Persona", "Task checkpoint", "Agreements:", "Memories:", "Current emotion",
-               "Recent events"]  # fmt: skip
+    headers = [
+        "Persona",
+        "Task checkpoint",
+        "Agreements:",
+        "Memories:",
+        "Current emotion",
+        "Recent events",
+    ]
     positions = [next(n for n, line in enumerate(lines) if line.startswith(h)) for h in headers]
     assert positions == sorted(positions)
     for name in ("agreements", "memories", "recent_events"):
@@ -427,9 +507,12 @@ async def test_the_mcp_resume_budget_defaults_to_4000_tokens(
     db = tmp_path / "m.db"
     async with default_scope(db) as scope:
         for n in range(60):
-            await derive(scope, f"Trip note {n}: " + "the train to Hangzhou leaves early. " * 8,
-                         f"Trip note {n}: " + "train to Hangzhou leaves early. " * 6,
-                         f"Trip note {n}")  # fmt: skip
+            await derive(
+                scope,
+                f"Trip note {n}: " + "the train to Hangzhou leaves early. " * 8,
+                f"Trip note {n}: " + "train to Hangzhou leaves early. " * 6,
+                f"Trip note {n}",
+            )
     async with connect(db, other(anyio_backend), tmp_path / "server.log") as s:
         pack = await ok(s, "session_resume", session=SESSION, query="train Hangzhou")
     assert pack["budget"] == 4000
@@ -454,13 +537,16 @@ async def test_without_a_query_memories_follow_the_checkpoint(
     mem: amem.Memory, scope: amem.Scope
 ) -> None:
     await mem.set_persona(scope.persona, PERSONA)
-    database = await derive(scope, "我们的数据库是PostgreSQL 16", "项目数据库是PostgreSQL 16",
-                            "PostgreSQL 16")  # fmt: skip
-    script = await derive(scope, "Migration scripts live in tools/migrate", "Scripts in migrate",
-                          "tools/migrate")  # fmt: skip
+    database = await derive(
+        scope, "我们的数据库是PostgreSQL 16", "项目数据库是PostgreSQL 16", "PostgreSQL 16"
+    )
+    script = await derive(
+        scope, "Migration scripts live in tools/migrate", "Scripts in migrate", "tools/migrate"
+    )
     jazz = await derive(scope, "I like jazz", "User likes jazz", "jazz")
-    await scope.save_checkpoint(SESSION, goal="把数据迁移到PostgreSQL", pending=["write migrate"],
-                                next_action="review")  # fmt: skip
+    await scope.save_checkpoint(
+        SESSION, goal="把数据迁移到PostgreSQL", pending=["write migrate"], next_action="review"
+    )
     pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
     recalled = {m["id"] for m in json.loads(pack.context)["memories"]}
     assert recalled == {database.id, script.id}
@@ -477,8 +563,9 @@ async def test_without_a_query_or_checkpoint_no_memories_are_recalled(scope: ame
 
 
 async def test_resume_without_a_query_copes_with_a_long_checkpoint(scope: amem.Scope) -> None:
-    memory = await derive(scope, "我们的数据库是PostgreSQL 16", "项目数据库是PostgreSQL 16",
-                          "PostgreSQL 16")  # fmt: skip
+    memory = await derive(
+        scope, "我们的数据库是PostgreSQL 16", "项目数据库是PostgreSQL 16", "PostgreSQL 16"
+    )
     await scope.save_checkpoint(SESSION, goal="迁移到PostgreSQL。" + "细节" * 1500)
     pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
     assert [m["id"] for m in json.loads(pack.context)["memories"]] == [memory.id]
@@ -488,24 +575,39 @@ async def test_an_emotion_that_stopped_being_valid_is_not_current(scope: amem.Sc
     receipt = await scope.submit_event("好紧张啊！", role="assistant", occurred_at=EXPRESSED)
     await scope.add_memories(
         receipt.event_id,
-        [{"text": "Assistant felt nervous", "quote": "好紧张", "kind": "emotion",
-          "basis": "assistant_expression", "invalid_at": hours_after(EXPRESSED, 1),
-          "emotion": {"label": "nervous", "valence": -0.4, "arousal": 0.8}}],
-    )  # fmt: skip
+        [
+            {
+                "text": "Assistant felt nervous",
+                "quote": "好紧张",
+                "kind": "emotion",
+                "basis": "assistant_expression",
+                "invalid_at": hours_after(EXPRESSED, 1),
+                "emotion": {"label": "nervous", "valence": -0.4, "arousal": 0.8},
+            }
+        ],
+    )
     assert await scope.current_emotion(as_of=hours_after(EXPRESSED, 0.5)) is not None
     assert await scope.current_emotion(as_of=hours_after(EXPRESSED, 2)) is None
 
 
 async def test_recent_events_leave_out_amended_wording(scope: amem.Scope) -> None:
-    receipt = await scope.submit_event("I live in Paris", role="user", session=SESSION,
-                                       occurred_at="2026-05-30T00:00:00Z")  # fmt: skip
+    receipt = await scope.submit_event(
+        "I live in Paris", role="user", session=SESSION, occurred_at="2026-05-30T00:00:00Z"
+    )
     [home] = await scope.add_memories(
         receipt.event_id,
-        [{"text": "User lives in Paris", "quote": "I live in Paris", "kind": "fact",
-          "basis": "user_statement"}],
-    )  # fmt: skip
-    await scope.submit_event("Anyway, hello", role="user", session=SESSION,
-                             occurred_at="2026-05-31T00:00:00Z")  # fmt: skip
+        [
+            {
+                "text": "User lives in Paris",
+                "quote": "I live in Paris",
+                "kind": "fact",
+                "basis": "user_statement",
+            }
+        ],
+    )
+    await scope.submit_event(
+        "Anyway, hello", role="user", session=SESSION, occurred_at="2026-05-31T00:00:00Z"
+    )
     await scope.correct(home.id, "User lives in Lyon")
     pack = await scope.resume(SESSION, budget=20_000, as_of=AS_OF)
     events = json.loads(pack.context)["recent_events"]

@@ -16,20 +16,27 @@ JUN, SEP = "2026-06-01T00:00:00Z", "2026-09-01T00:00:00Z"
 
 
 async def test_correction_replaces_the_mistaken_memory(scope: amem.Scope) -> None:
-    wrong = await remember(scope, "e-1", "I live in Suzhou", "Suzhou",
-                           subject="user", fact_key="residence")  # fmt: skip
+    wrong = await remember(
+        scope, "e-1", "I live in Suzhou", "Suzhou", subject="user", fact_key="residence"
+    )
     fixed = await scope.correct(wrong.id, "User lives in Hangzhou", reason="misheard")
     assert fixed.revoked_id == wrong.id
     assert fixed.amended_event_id == "e-1"
     new = fixed.memory
     assert (new.text, new.quote, new.kind, new.basis, new.fact_key) == (
-        "User lives in Hangzhou", "User lives in Hangzhou", "fact", "user_statement", "residence",
-    )  # fmt: skip
+        "User lives in Hangzhou",
+        "User lives in Hangzhou",
+        "fact",
+        "user_statement",
+        "residence",
+    )
     assert new.valid_at == wrong.valid_at  # an omitted valid_at keeps the old start
     source = await scope.read(fixed.correction_event_id)
     assert (source.event.category, source.event.role, source.event.session) == (
-        "correction", "user", "s",
-    )  # fmt: skip
+        "correction",
+        "user",
+        "s",
+    )
     assert source.text == "User lives in Hangzhou"
     assert (await scope.read("e-1")).event.status == "amended"
     assert [i.id for i in (await scope.recall("lives", as_of=SEP)).items] == [new.id]
@@ -45,16 +52,18 @@ async def test_a_correction_records_its_lineage(db_path: Path, scope: amem.Scope
 
 
 async def test_a_correction_can_move_the_start(scope: amem.Scope) -> None:
-    wrong = await remember(scope, "e-1", "I live in Suzhou", "Suzhou",
-                           subject="user", fact_key="residence")  # fmt: skip
+    wrong = await remember(
+        scope, "e-1", "I live in Suzhou", "Suzhou", subject="user", fact_key="residence"
+    )
     fixed = await scope.correct(wrong.id, "User lives in Hangzhou", valid_at=JUN)
     assert fixed.memory.valid_at.isoformat() == "2026-06-01T00:00:00+00:00"
     assert (await scope.recall("Hangzhou", as_of="2026-03-01T00:00:00Z")).items == []
 
 
 async def test_a_revoked_memory_never_comes_back(scope: amem.Scope) -> None:
-    wrong = await remember(scope, "e-1", "I live in Suzhou", "Suzhou",
-                           subject="user", fact_key="residence")  # fmt: skip
+    wrong = await remember(
+        scope, "e-1", "I live in Suzhou", "Suzhou", subject="user", fact_key="residence"
+    )
     other = await remember(scope, "e-2", "I like Suzhou noodles", "Suzhou noodles")
     await scope.correct(wrong.id, "User lives in Hangzhou")
     for history in (False, True):
@@ -67,6 +76,5 @@ async def test_a_revoked_memory_never_comes_back(scope: amem.Scope) -> None:
     with pytest.raises(amem.NotFound):
         await scope.relate(wrong.id, other.id)
     assert (await scope.read("e-1")).memories == []
-    receipt = await scope.submit_event("I live in Suzhou", role="user", event_id="e-1",
-                                       session="s")  # fmt: skip
+    receipt = await scope.submit_event("I live in Suzhou", role="user", event_id="e-1", session="s")
     assert receipt.memory_ids == []

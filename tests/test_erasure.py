@@ -29,11 +29,21 @@ async def jazz_and_oslo(scope: amem.Scope) -> list[amem.MemoryRecord]:
     await scope.submit_event("I like jazz and live in Oslo", role="user", event_id="e-1")
     return await scope.add_memories(
         "e-1",
-        [{"text": "User likes jazz", "quote": "jazz", "kind": "preference",
-          "basis": "user_statement"},
-         {"text": "User lives in Oslo", "quote": "Oslo", "kind": "fact",
-          "basis": "user_statement"}],
-    )  # fmt: skip
+        [
+            {
+                "text": "User likes jazz",
+                "quote": "jazz",
+                "kind": "preference",
+                "basis": "user_statement",
+            },
+            {
+                "text": "User lives in Oslo",
+                "quote": "Oslo",
+                "kind": "fact",
+                "basis": "user_statement",
+            },
+        ],
+    )
 
 
 async def test_deleting_an_event_removes_everything_derived(
@@ -62,8 +72,10 @@ async def test_deleting_an_event_removes_everything_derived(
         await scope.read("e-1")
     assert (await scope.recall("jazz Oslo")).items == []
     conn = sqlite3.connect(db_path)
-    counts = [conn.execute(f"select count(*) from {t}").fetchone()[0]
-              for t in ("events", "memories", "vectors", "search_docs")]  # fmt: skip
+    counts = [
+        conn.execute(f"select count(*) from {t}").fetchone()[0]
+        for t in ("events", "memories", "vectors", "search_docs")
+    ]
     conn.close()
     assert counts == [0, 0, 0, 0]
 
@@ -83,13 +95,17 @@ async def test_deletion_follows_the_correction_lineage_both_ways(
     first = await scope.correct(wrong.id, "User lives in Hangzhou")
     second = await scope.correct(first.memory.id, "User lives in Ningbo")
     bystander = await remember(scope, "e-2", "I like tea", "tea")
-    target = {"original": {"event_id": "e-1"},
-              "correction": {"memory_id": first.memory.id},
-              "second correction": {"event_id": second.correction_event_id}}[start]  # fmt: skip
+    target = {
+        "original": {"event_id": "e-1"},
+        "correction": {"memory_id": first.memory.id},
+        "second correction": {"event_id": second.correction_event_id},
+    }[start]
     removed = await scope.delete(**target)
     assert set(removed.event_ids) == {
-        "e-1", first.correction_event_id, second.correction_event_id,
-    }  # fmt: skip
+        "e-1",
+        first.correction_event_id,
+        second.correction_event_id,
+    }
     assert set(removed.memory_ids) == {wrong.id, first.memory.id, second.memory.id}
     assert removed.relations == 2
     assert [item.id for item in (await scope.recall("tea")).items] == [bystander.id]
@@ -129,9 +145,15 @@ async def test_deleted_text_is_gone_from_the_database_file(db_path: Path) -> Non
         await scope.submit_event(f"Remember this: {SECRET}", role="user", event_id="secret")
         await scope.add_memories(
             "secret",
-            [{"text": f"User's password hint is {SECRET}", "quote": SECRET, "kind": "fact",
-              "basis": "user_statement"}],
-        )  # fmt: skip
+            [
+                {
+                    "text": f"User's password hint is {SECRET}",
+                    "quote": SECRET,
+                    "kind": "fact",
+                    "basis": "user_statement",
+                }
+            ],
+        )
         for n in range(50):  # neighbours on the same pages, which must survive
             await scope.submit_event(f"ordinary note {n}", role="user")
         assert SECRET.encode() in file_bytes(db_path)  # the scan can see stored text
@@ -170,9 +192,16 @@ async def test_no_byte_of_erased_text_stays_in_any_page(db_path: Path) -> None:
             await scope.submit_event(text, role="user", event_id=marker, session=session)
             if n % 10 == 0:  # memories too: their rows, search rows and relations
                 await scope.add_memories(
-                    marker, [{"text": f"User likes tea ({marker})", "quote": "I like tea",
-                              "kind": "preference", "basis": "user_statement"}],
-                )  # fmt: skip
+                    marker,
+                    [
+                        {
+                            "text": f"User likes tea ({marker})",
+                            "quote": "I like tea",
+                            "kind": "preference",
+                            "basis": "user_statement",
+                        }
+                    ],
+                )
         for marker in erased:
             await scope.delete(event_id=marker)
         await scope.erase(session="doomed")

@@ -164,11 +164,20 @@ GOOD_TEXT = "I like jazz."
 
 
 def completion(content: str | None, finish_reason: str = "stop") -> httpx.Response:
-    return httpx.Response(200, json={
-        "object": "chat.completion", "model": "fake",
-        "choices": [{"index": 0, "finish_reason": finish_reason,
-                     "message": {"role": "assistant", "content": content}}],
-    })  # fmt: skip
+    return httpx.Response(
+        200,
+        json={
+            "object": "chat.completion",
+            "model": "fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": finish_reason,
+                    "message": {"role": "assistant", "content": content},
+                }
+            ],
+        },
+    )
 
 
 def answer(*drafts: dict[str, Any]) -> httpx.Response:
@@ -177,8 +186,13 @@ def answer(*drafts: dict[str, Any]) -> httpx.Response:
 
 def promise(**change: Any) -> dict[str, Any]:
     """A valid draft for BAD_TEXT (an assistant event), with ``change`` applied."""
-    return {"text": f"Assistant promised a reminder ({MARKER})", "quote": BAD_QUOTE,
-            "kind": "agreement", "basis": "assistant_expression", **change}  # fmt: skip
+    return {
+        "text": f"Assistant promised a reminder ({MARKER})",
+        "quote": BAD_QUOTE,
+        "kind": "agreement",
+        "basis": "assistant_expression",
+        **change,
+    }
 
 
 def raising(error: type[httpx.HTTPError]) -> Callable[[], httpx.Response]:
@@ -245,60 +259,142 @@ HTTPX_ABANDONS_STREAM = pytest.mark.xfail(
 )
 
 FAULTS = [
-    pytest.param(Fault(lambda: httpx.Response(500, json={"error": {"message": MARKER}}),
-                       "extraction_failed", "HTTP 500"), id="http-500"),
-    pytest.param(Fault(lambda: httpx.Response(429, headers={"Retry-After": "1"}, text=MARKER),
-                       "extraction_failed", "HTTP 429"), id="http-429"),
-    pytest.param(Fault(raising(httpx.ReadTimeout), "extraction_failed", "no answer within"),
-                 id="read-timeout"),
-    pytest.param(Fault(too_slow, "extraction_failed", "no answer within 0.3 s", timeout=0.3),
-                 id="slower-than-extract-timeout"),
-    pytest.param(Fault(raising(httpx.ConnectError), "extraction_failed", "ConnectError"),
-                 id="connect-error"),
-    pytest.param(Fault(raising(httpx.RemoteProtocolError), "extraction_failed",
-                       "RemoteProtocolError"), id="connection-reset"),
-    pytest.param(Fault(lambda: httpx.Response(200, text='{"choices": [' + MARKER),
-                       "extraction_failed", "not valid JSON"), id="body-not-json"),
-    pytest.param(Fault(lambda: httpx.Response(200, json=[MARKER]), "extraction_failed",
-                       "not a JSON object"), id="body-not-an-object"),
-    pytest.param(Fault(lambda: httpx.Response(200, json={"error": {"message": MARKER}}),
-                       "extraction_failed", "not a chat completion"), id="not-a-completion"),
-    pytest.param(Fault(lambda: completion(None), "extraction_failed", "no text content"),
-                 id="no-content"),
-    pytest.param(Fault(lambda: completion(f"Sure! {MARKER}"), "extraction_failed",
-                       "did not answer valid JSON"), id="content-not-json"),
-    pytest.param(Fault(lambda: completion(json.dumps({"memories": [promise()]})[:-3], "length"),
-                       "extraction_failed", "cut off"), id="truncated"),
-    pytest.param(Fault(lambda: completion(json.dumps({"facts": [MARKER]})),
-                       "extraction_failed", "schema"), id="not-memories"),
-    pytest.param(Fault(lambda: completion(json.dumps({"memories": MARKER})),
-                       "extraction_failed", "schema"), id="memories-not-a-list"),
-    pytest.param(Fault(lambda: answer(promise(kind=MARKER)), "extraction_failed", "schema"),
-                 id="bad-kind"),
-    pytest.param(Fault(lambda: answer(promise(note=MARKER)), "extraction_failed", "schema"),
-                 id="extra-field"),
-    pytest.param(Fault(lambda: answer(promise(confidence=2)), "extraction_failed", "schema"),
-                 id="confidence-out-of-range"),
-    pytest.param(Fault(lambda: answer(*[promise()] * 51), "extraction_failed", "schema"),
-                 id="too-many-memories"),
-    pytest.param(Fault(lambda: answer(promise(**{MARKER: 1})), "extraction_failed", "schema"),
-                 id="extra-field-named-by-the-model"),
-    pytest.param(Fault(lambda: completion(json.dumps({"memories": [], MARKER: 1})),
-                       "extraction_failed", "schema"), id="extra-key-named-by-the-model",
-                 ),
-    pytest.param(Fault(lambda: answer(promise(quote=MARKER)), "quote_mismatch", "memories[0]"),
-                 id="quote-not-in-source"),
-    pytest.param(Fault(lambda: answer(promise(), promise(quote=MARKER)), "quote_mismatch",
-                       "memories[1]"), id="one-bad-draft-of-two"),
-    pytest.param(Fault(lambda: answer(promise(basis="user_statement")), "role_violation",
-                       "user_statement"), id="user-statement-on-an-assistant-event"),
-    pytest.param(Fault(oversized, "extraction_failed", f"larger than {MAX_RESPONSE_BYTES}",
-                       ), id="oversized-body"),
-    pytest.param(Fault(endless_body, "extraction_failed", f"larger than {MAX_RESPONSE_BYTES}",
-                       on_trio=HTTPX_ABANDONS_STREAM), id="endless-body"),
-    pytest.param(Fault(stalls_mid_body, "extraction_failed", "no answer within 0.3 s",
-                       timeout=0.3), id="stalls-mid-body"),
-]  # fmt: skip
+    pytest.param(
+        Fault(
+            lambda: httpx.Response(500, json={"error": {"message": MARKER}}),
+            "extraction_failed",
+            "HTTP 500",
+        ),
+        id="http-500",
+    ),
+    pytest.param(
+        Fault(
+            lambda: httpx.Response(429, headers={"Retry-After": "1"}, text=MARKER),
+            "extraction_failed",
+            "HTTP 429",
+        ),
+        id="http-429",
+    ),
+    pytest.param(
+        Fault(raising(httpx.ReadTimeout), "extraction_failed", "no answer within"),
+        id="read-timeout",
+    ),
+    pytest.param(
+        Fault(too_slow, "extraction_failed", "no answer within 0.3 s", timeout=0.3),
+        id="slower-than-extract-timeout",
+    ),
+    pytest.param(
+        Fault(raising(httpx.ConnectError), "extraction_failed", "ConnectError"), id="connect-error"
+    ),
+    pytest.param(
+        Fault(raising(httpx.RemoteProtocolError), "extraction_failed", "RemoteProtocolError"),
+        id="connection-reset",
+    ),
+    pytest.param(
+        Fault(
+            lambda: httpx.Response(200, text='{"choices": [' + MARKER),
+            "extraction_failed",
+            "not valid JSON",
+        ),
+        id="body-not-json",
+    ),
+    pytest.param(
+        Fault(lambda: httpx.Response(200, json=[MARKER]), "extraction_failed", "not a JSON object"),
+        id="body-not-an-object",
+    ),
+    pytest.param(
+        Fault(
+            lambda: httpx.Response(200, json={"error": {"message": MARKER}}),
+            "extraction_failed",
+            "not a chat completion",
+        ),
+        id="not-a-completion",
+    ),
+    pytest.param(
+        Fault(lambda: completion(None), "extraction_failed", "no text content"), id="no-content"
+    ),
+    pytest.param(
+        Fault(
+            lambda: completion(f"Sure! {MARKER}"), "extraction_failed", "did not answer valid JSON"
+        ),
+        id="content-not-json",
+    ),
+    pytest.param(
+        Fault(
+            lambda: completion(json.dumps({"memories": [promise()]})[:-3], "length"),
+            "extraction_failed",
+            "cut off",
+        ),
+        id="truncated",
+    ),
+    pytest.param(
+        Fault(lambda: completion(json.dumps({"facts": [MARKER]})), "extraction_failed", "schema"),
+        id="not-memories",
+    ),
+    pytest.param(
+        Fault(lambda: completion(json.dumps({"memories": MARKER})), "extraction_failed", "schema"),
+        id="memories-not-a-list",
+    ),
+    pytest.param(
+        Fault(lambda: answer(promise(kind=MARKER)), "extraction_failed", "schema"), id="bad-kind"
+    ),
+    pytest.param(
+        Fault(lambda: answer(promise(note=MARKER)), "extraction_failed", "schema"), id="extra-field"
+    ),
+    pytest.param(
+        Fault(lambda: answer(promise(confidence=2)), "extraction_failed", "schema"),
+        id="confidence-out-of-range",
+    ),
+    pytest.param(
+        Fault(lambda: answer(*[promise()] * 51), "extraction_failed", "schema"),
+        id="too-many-memories",
+    ),
+    pytest.param(
+        Fault(lambda: answer(promise(**{MARKER: 1})), "extraction_failed", "schema"),
+        id="extra-field-named-by-the-model",
+    ),
+    pytest.param(
+        Fault(
+            lambda: completion(json.dumps({"memories": [], MARKER: 1})),
+            "extraction_failed",
+            "schema",
+        ),
+        id="extra-key-named-by-the-model",
+    ),
+    pytest.param(
+        Fault(lambda: answer(promise(quote=MARKER)), "quote_mismatch", "memories[0]"),
+        id="quote-not-in-source",
+    ),
+    pytest.param(
+        Fault(lambda: answer(promise(), promise(quote=MARKER)), "quote_mismatch", "memories[1]"),
+        id="one-bad-draft-of-two",
+    ),
+    pytest.param(
+        Fault(lambda: answer(promise(basis="user_statement")), "role_violation", "user_statement"),
+        id="user-statement-on-an-assistant-event",
+    ),
+    pytest.param(
+        Fault(
+            oversized,
+            "extraction_failed",
+            f"larger than {MAX_RESPONSE_BYTES}",
+        ),
+        id="oversized-body",
+    ),
+    pytest.param(
+        Fault(
+            endless_body,
+            "extraction_failed",
+            f"larger than {MAX_RESPONSE_BYTES}",
+            on_trio=HTTPX_ABANDONS_STREAM,
+        ),
+        id="endless-body",
+    ),
+    pytest.param(
+        Fault(stalls_mid_body, "extraction_failed", "no answer within 0.3 s", timeout=0.3),
+        id="stalls-mid-body",
+    ),
+]
 
 
 class Endpoint:

@@ -42,8 +42,10 @@ READ_ONLY_LINES = {
 
 
 def test_every_read_only_command_is_checked_here() -> None:
-    named = {" ".join(words[:2]) if words[0] == "persona" else words[0] for words in
-             READ_ONLY_LINES.values()}  # fmt: skip
+    named = {
+        " ".join(words[:2]) if words[0] == "persona" else words[0]
+        for words in READ_ONLY_LINES.values()
+    }
     assert named >= READ_ONLY_COMMANDS
 
 

@@ -37,11 +37,23 @@ async def cat_and_peanuts(scope: amem.Scope) -> tuple[amem.MemoryRecord, amem.Me
     await scope.submit_event(CAT_AND_PEANUTS, role="user", event_id="m-1", session="chat")
     cat, allergy = await scope.add_memories(
         "m-1",
-        [{"text": "User has a cat named Mochi", "quote": "I have a cat named Mochi",
-          "kind": "fact", "basis": "user_statement"},
-         {"text": "用户对花生过敏", "quote": "我对花生过敏", "kind": "fact",
-          "basis": "user_statement", "subject": "user", "fact_key": "allergy"}],
-    )  # fmt: skip
+        [
+            {
+                "text": "User has a cat named Mochi",
+                "quote": "I have a cat named Mochi",
+                "kind": "fact",
+                "basis": "user_statement",
+            },
+            {
+                "text": "用户对花生过敏",
+                "quote": "我对花生过敏",
+                "kind": "fact",
+                "basis": "user_statement",
+                "subject": "user",
+                "fact_key": "allergy",
+            },
+        ],
+    )
     return cat, allergy
 
 
@@ -71,8 +83,11 @@ async def add_vector(mem: amem.Memory, scope: amem.Scope, kind: str, ref: str) -
 
 def fts_bytes(db_path: Path) -> bytes:
     """Every byte the FTS5 index keeps: its segments, its term index and its content."""
-    queries = ("select block from search_fts_data", "select term from search_fts_idx",
-               "select tokens from search_docs")  # fmt: skip
+    queries = (
+        "select block from search_fts_data",
+        "select term from search_fts_idx",
+        "select tokens from search_docs",
+    )
     parts: list[bytes] = []
     for query in queries:
         for (value,) in rows(db_path, query):
@@ -91,8 +106,11 @@ async def test_retracting_the_cat_keeps_the_peanut_allergy(
 
     done = await scope.retract(cat.id, reason="the user asked to forget the cat")
     assert (done.memory_id, done.event_id, done.already_revoked, done.event_amended) == (
-        cat.id, "m-1", False, True,
-    )  # fmt: skip
+        cat.id,
+        "m-1",
+        False,
+        True,
+    )
     assert done.sibling_ids == [allergy.id]
     assert (done.search_rows, done.checkpoints_invalidated) == (1, 1)
 
@@ -189,8 +207,12 @@ async def lineage_world(mem: amem.Memory, scope: amem.Scope) -> dict[str, Any]:
     fixed = await scope.correct(cat.id, "User has a cat named Mocha", reason="misheard")
     bystander = await remember(scope, "m-2", "I like jazz", "jazz")
     await scope.relate(allergy.id, bystander.id)
-    for kind, ref in (("memory", allergy.id), ("memory", fixed.memory.id), ("event", "m-1"),
-                      ("memory", bystander.id)):  # fmt: skip
+    for kind, ref in (
+        ("memory", allergy.id),
+        ("memory", fixed.memory.id),
+        ("event", "m-1"),
+        ("memory", bystander.id),
+    ):
         await add_vector(mem, scope, kind, ref)
     seq = (await scope.read("m-1")).event.seq
     await scope.save_checkpoint("chat", goal="feed Mocha", covered_seq=seq)
@@ -243,17 +265,28 @@ async def test_deletion_blanks_checkpoint_text_and_keeps_its_metadata(
 ) -> None:
     await scope.submit_event(f"the code is {SECRET}", role="user", event_id="s-1", session="t")
     covered = await scope.submit_event("later", role="user", event_id="s-2", session="t")
-    await scope.save_checkpoint("t", goal=f"use {SECRET}", completed=[SECRET], pending=[SECRET],
-                                constraints=[SECRET], next_action=SECRET,
-                                covered_seq=covered.seq)  # fmt: skip
+    await scope.save_checkpoint(
+        "t",
+        goal=f"use {SECRET}",
+        completed=[SECRET],
+        pending=[SECRET],
+        constraints=[SECRET],
+        next_action=SECRET,
+        covered_seq=covered.seq,
+    )
     await scope.save_checkpoint("other", goal="unrelated task")
     done = await scope.delete(event_id="s-1")
     assert (done.checkpoints_invalidated, done.checkpoints_cleared) == (2, 2)
-    kept = rows(db_path, "select session, goal, completed, pending, constraints, next_action,"
-                " covered_seq, created_at is not null, invalidated_at is not null"
-                " from checkpoints order by num")  # fmt: skip
-    assert kept == [("t", "", "[]", "[]", "[]", None, covered.seq, 1, 1),
-                    ("other", "", "[]", "[]", "[]", None, None, 1, 1)]  # fmt: skip
+    kept = rows(
+        db_path,
+        "select session, goal, completed, pending, constraints, next_action,"
+        " covered_seq, created_at is not null, invalidated_at is not null"
+        " from checkpoints order by num",
+    )
+    assert kept == [
+        ("t", "", "[]", "[]", "[]", None, covered.seq, 1, 1),
+        ("other", "", "[]", "[]", "[]", None, None, 1, 1),
+    ]
     again = await scope.delete(event_id="s-2", dry_run=True)  # nothing left to blank
     assert (again.checkpoints_invalidated, again.checkpoints_cleared) == (0, 0)
 
@@ -272,27 +305,41 @@ async def bulk_world(scope: amem.Scope, prefix: str = "") -> None:
         ("m-1", "mar", "2026-03-10T09:00:00Z", "I got a cat", "cat", "pet"),
     ]
     for event_id, session, at, text, quote, key in plan:
-        await scope.submit_event(text, role="user", event_id=prefix + event_id, session=session,
-                                 occurred_at=at)  # fmt: skip
+        await scope.submit_event(
+            text, role="user", event_id=prefix + event_id, session=session, occurred_at=at
+        )
         subject = "user" if key else None
-        draft = {"text": f"User: {text}", "quote": quote, "kind": "fact",
-                 "basis": "user_statement", "subject": subject, "fact_key": key}  # fmt: skip
+        draft = {
+            "text": f"User: {text}",
+            "quote": quote,
+            "kind": "fact",
+            "basis": "user_statement",
+            "subject": subject,
+            "fact_key": key,
+        }
         await scope.add_memories(prefix + event_id, [draft])
-    await scope.submit_event("no memory here", role="user", event_id=prefix + "x-1",
-                             session="feb", occurred_at="2026-02-15T09:00:00Z")  # fmt: skip
+    await scope.submit_event(
+        "no memory here",
+        role="user",
+        event_id=prefix + "x-1",
+        session="feb",
+        occurred_at="2026-02-15T09:00:00Z",
+    )
 
 
 SELECTORS: dict[str, tuple[dict[str, Any], set[str]]] = {
     "session": ({"session": "feb"}, {"f-1", "f-2", "x-1"}),
     "since": ({"since": "2026-02-15T09:00:00Z"}, {"f-2", "m-1", "x-1"}),
     "until": ({"until": "2026-02-10T09:00:00Z"}, {"j-1", "j-2"}),
-    "time range": ({"since": "2026-01-15T00:00:00Z", "until": "2026-02-16T00:00:00+00:00"},
-                   {"j-2", "f-1", "x-1"}),
+    "time range": (
+        {"since": "2026-01-15T00:00:00Z", "until": "2026-02-16T00:00:00+00:00"},
+        {"j-2", "f-1", "x-1"},
+    ),
     "subject and fact key": ({"subject": "user", "fact_key": "residence"}, {"j-1", "f-1"}),
     "subject": ({"subject": "user"}, {"j-1", "j-2", "f-1", "m-1"}),
     "session and time": ({"session": "feb", "until": "2026-02-16T00:00:00Z"}, {"f-1", "x-1"}),
     "everything": ({"everything": True}, {"j-1", "j-2", "f-1", "f-2", "m-1", "x-1"}),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("selector", list(SELECTORS))
@@ -326,8 +373,12 @@ async def test_bulk_erase_goes_in_batches_and_an_interrupted_one_can_run_again(
     scope = mem.scope()
     for n in range(10):
         await scope.submit_event(f"note {n}", role="user", event_id=f"n-{n}", session="s")
-        draft = {"text": f"User noted {n}", "quote": f"note {n}", "kind": "fact",
-                 "basis": "user_statement"}  # fmt: skip
+        draft = {
+            "text": f"User noted {n}",
+            "quote": f"note {n}",
+            "kind": "fact",
+            "basis": "user_statement",
+        }
         await scope.add_memories(f"n-{n}", [draft])
     await scope.submit_event("keep me", role="user", event_id="keep", session="other")
     preview = await scope.erase(session="s", dry_run=True)
@@ -363,8 +414,10 @@ async def test_a_huge_erasure_lists_capped_ids(
         await scope.submit_event(f"note {n}", role="user", event_id=f"n-{n}")
     preview = await scope.erase(everything=True, dry_run=True)
     assert (preview.events, preview.event_ids, preview.ids_truncated) == (
-        6, ["n-0", "n-1", "n-2", "n-3"], True,
-    )  # fmt: skip
+        6,
+        ["n-0", "n-1", "n-2", "n-3"],
+        True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -423,8 +476,10 @@ async def test_an_erased_event_id_is_refused_and_nothing_is_written(db_path: Pat
 async def test_host_replay_skips_and_reports_erased_entries(
     db_path: Path, scope: amem.Scope
 ) -> None:
-    entries = [{"event_id": f"h-{n}", "text": f"turn {n}", "role": "user", "session": "s"}
-               for n in range(4)]  # fmt: skip
+    entries = [
+        {"event_id": f"h-{n}", "text": f"turn {n}", "role": "user", "session": "s"}
+        for n in range(4)
+    ]
     await scope.host_ingest("laptop", entries[:2])
     await scope.erase(session="s")
     # a host that lost its cursor (a fresh instance) replays its outbox: erased stays erased
@@ -439,11 +494,25 @@ async def test_host_replay_skips_and_reports_erased_entries(
 async def test_an_erased_event_is_refused_over_mcp(anyio_backend: str, tmp_path: Path) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
         await ok(s, "event_submit", text=CAT_AND_PEANUTS, role="user", event_id="m-1")
-        added = await ok(s, "memory_add", event_id="m-1", memories=[
-            {"text": "User has a cat named Mochi", "quote": "I have a cat named Mochi",
-             "kind": "fact", "basis": "user_statement"},
-            {"text": "用户对花生过敏", "quote": "我对花生过敏", "kind": "fact",
-             "basis": "user_statement"}])  # fmt: skip
+        added = await ok(
+            s,
+            "memory_add",
+            event_id="m-1",
+            memories=[
+                {
+                    "text": "User has a cat named Mochi",
+                    "quote": "I have a cat named Mochi",
+                    "kind": "fact",
+                    "basis": "user_statement",
+                },
+                {
+                    "text": "用户对花生过敏",
+                    "quote": "我对花生过敏",
+                    "kind": "fact",
+                    "basis": "user_statement",
+                },
+            ],
+        )
         cat, allergy = added["memory_ids"]
         retracted = await ok(s, "memory_retract", memory_id=cat, reason="forget the cat")
         assert (retracted["sibling_ids"], retracted["already_revoked"]) == ([allergy], False)
@@ -456,8 +525,12 @@ async def test_an_erased_event_is_refused_over_mcp(anyio_backend: str, tmp_path:
         assert (await ok(s, "memory_read", id="m-1"))["event"]["id"] == "m-1"  # still there
         gone = await ok(s, "memory_delete", event_id="m-1")
         assert gone == {**preview, "dry_run": False}
-        assert await refused(s, "event_submit", {"text": CAT_AND_PEANUTS, "role": "user",
-                                                 "event_id": "m-1"}) == "erased"  # fmt: skip
+        assert (
+            await refused(
+                s, "event_submit", {"text": CAT_AND_PEANUTS, "role": "user", "event_id": "m-1"}
+            )
+            == "erased"
+        )
         assert await refused(s, "memory_retract", {"memory_id": MARKER}) == "not_found"
         assert await refused(s, "memory_retract", {"reason": "x"}) == "invalid_input"
         too_long = {"memory_id": allergy, "reason": MARKER * 100}
@@ -511,8 +584,11 @@ async def test_an_archive_holding_an_event_and_its_tombstone_leaves_the_event_ou
         await scope.delete(event_id="m-1")
         await mem.export(tmp_path / "new.jsonl")
     old = (tmp_path / "old.jsonl").read_text().splitlines()
-    buried = [line for line in (tmp_path / "new.jsonl").read_text().splitlines()
-              if '"table":"erased_events"' in line]  # fmt: skip
+    buried = [
+        line
+        for line in (tmp_path / "new.jsonl").read_text().splitlines()
+        if '"table":"erased_events"' in line
+    ]
     end = json.loads(old[-1])
     spliced = [old[0], *buried, *old[1:-1], json.dumps({"end": True, "rows": end["rows"] + 1})]
     (tmp_path / "spliced.jsonl").write_text("\n".join(spliced) + "\n")
@@ -580,11 +656,20 @@ async def test_tombstones_from_a_newer_export_erase_what_an_older_backup_brought
 
 
 async def secret_world(scope: amem.Scope) -> None:
-    await scope.submit_event(f"Remember this: {SECRET}", role="user", event_id="secret",
-                             session="vault")  # fmt: skip
-    await scope.add_memories("secret", [{"text": f"User's password hint is {SECRET}",
-                                         "quote": SECRET, "kind": "fact",
-                                         "basis": "user_statement"}])  # fmt: skip
+    await scope.submit_event(
+        f"Remember this: {SECRET}", role="user", event_id="secret", session="vault"
+    )
+    await scope.add_memories(
+        "secret",
+        [
+            {
+                "text": f"User's password hint is {SECRET}",
+                "quote": SECRET,
+                "kind": "fact",
+                "basis": "user_statement",
+            }
+        ],
+    )
     await scope.save_checkpoint("vault", goal=f"never say {SECRET}", pending=[SECRET])
     for n in range(50):  # neighbours on the same pages, which must survive
         await scope.submit_event(f"ordinary note {n}", role="user", session="daily")
@@ -653,8 +738,17 @@ def test_cli_delete_retract_correct(tmp_path: Path) -> None:
     again = amem_cli("retract", made["cat"], *base, "--json")
     assert json.loads(again.stdout)["already_revoked"] is True
 
-    result = amem_cli("correct", made["wrong"], "User lives in Hangzhou", "--reason", "misheard",
-                      "--valid-at", "2026-01-01T00:00:00Z", *base, "--json")  # fmt: skip
+    result = amem_cli(
+        "correct",
+        made["wrong"],
+        "User lives in Hangzhou",
+        "--reason",
+        "misheard",
+        "--valid-at",
+        "2026-01-01T00:00:00Z",
+        *base,
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["revoked_id"] == made["wrong"]
 
@@ -669,9 +763,11 @@ def test_cli_delete_retract_correct(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["event_ids"] == ["m-1"]
     assert "m-1" not in ids(db, "events")
 
-    for args, code in ((["delete", "--event", "m-1"], "not_found"),
-                       (["retract", MARKER], "not_found"),
-                       (["correct", made["cat"], "x"], "not_found")):  # fmt: skip
+    for args, code in (
+        (["delete", "--event", "m-1"], "not_found"),
+        (["retract", MARKER], "not_found"),
+        (["correct", made["cat"], "x"], "not_found"),
+    ):
         result = amem_cli(*args, *base)
         assert result.returncode == 1
         assert f"amem: error: {code}" in result.stderr

@@ -19,8 +19,12 @@ Call = Callable[[amem.Scope, object], Awaitable[object]]
 
 
 async def add_draft(scope: amem.Scope, **fields: object) -> object:
-    draft = {"text": "User likes tea", "quote": "I like tea", "kind": "preference",
-             "basis": "user_statement"} | fields  # fmt: skip
+    draft = {
+        "text": "User likes tea",
+        "quote": "I like tea",
+        "kind": "preference",
+        "basis": "user_statement",
+    } | fields
     return await scope.add_memories("e-1", [draft])
 
 
@@ -58,10 +62,17 @@ async def test_every_time_field_refuses_the_same_times_as_invalid_time(
 
 @pytest.mark.parametrize(
     "fields",
-    [{"text": "   "}, {"text": "\n\t"}, {"quote": " "}, {"text": "User likes\x00 tea"},
-     {"subject": "user\nname", "fact_key": "drink"}, {"subject": "user", "fact_key": "drink\t"},
-     {"gist": "tea\nand more"}, {"gist": " tea"}],
-)  # fmt: skip
+    [
+        {"text": "   "},
+        {"text": "\n\t"},
+        {"quote": " "},
+        {"text": "User likes\x00 tea"},
+        {"subject": "user\nname", "fact_key": "drink"},
+        {"subject": "user", "fact_key": "drink\t"},
+        {"gist": "tea\nand more"},
+        {"gist": " tea"},
+    ],
+)
 async def test_drafts_need_visible_text_and_one_line_keys(
     scope: amem.Scope, fields: dict[str, object]
 ) -> None:
@@ -146,9 +157,16 @@ async def test_free_text_keeps_them_and_names_keep_every_visible_script(scope: a
     await scope.submit_event(text, role="user", event_id="小明-1", session="会话\u3000一")
     [memory] = await scope.add_memories(
         "小明-1",
-        [{"text": "User greets in Arabic \u202b(مرحبا)\u202c", "quote": "مرحبا",
-          "kind": "observation", "basis": "user_statement", "subject": "小明"}],
-    )  # fmt: skip
+        [
+            {
+                "text": "User greets in Arabic \u202b(مرحبا)\u202c",
+                "quote": "مرحبا",
+                "kind": "observation",
+                "basis": "user_statement",
+                "subject": "小明",
+            }
+        ],
+    )
     assert (await scope.read("小明-1")).text == text
     assert memory.text == "User greets in Arabic \u202b(مرحبا)\u202c"
     [event] = (await scope.list("events")).items

@@ -54,20 +54,33 @@ async def fill(path: Path) -> Sample:
     async with amem.open(path, settings=amem.Settings()) as mem:
         s = mem.scope(**SCOPE)
         residence = {"subject": "user", "fact_key": "residence"}
-        hangzhou = await remember(s, "e-hz", "I moved to Hangzhou", "I moved to Hangzhou",
-                                  **residence)  # fmt: skip
-        suzhou = await remember(s, "e-sz", "Now I live in Suzhou", "I live in Suzhou",
-                                at="2026-06-01T00:00:00Z", **residence)  # fmt: skip
-        mistaken = await remember(s, "e-cat", "My cat is called Mimi", "cat is called Mimi",
-                                  at="2026-02-01T00:00:00Z")  # fmt: skip
+        hangzhou = await remember(
+            s, "e-hz", "I moved to Hangzhou", "I moved to Hangzhou", **residence
+        )
+        suzhou = await remember(
+            s,
+            "e-sz",
+            "Now I live in Suzhou",
+            "I live in Suzhou",
+            at="2026-06-01T00:00:00Z",
+            **residence,
+        )
+        mistaken = await remember(
+            s, "e-cat", "My cat is called Mimi", "cat is called Mimi", at="2026-02-01T00:00:00Z"
+        )
         fixed = await s.correct(mistaken.id, "User's cat is called Momo", reason="misheard")
         await s.relate(suzhou.id, fixed.memory.id)
-        script = await remember(s, "e-x", f"{SCRIPT} is my motto", SCRIPT,
-                                at="2026-03-01T00:00:00Z")  # fmt: skip
+        script = await remember(
+            s, "e-x", f"{SCRIPT} is my motto", SCRIPT, at="2026-03-01T00:00:00Z"
+        )
         for n in range(COFFEE_NOTES):
             at = f"2026-04-01T00:{n:02}:00Z"
-            await s.submit_event(f"coffee note {n}: I drank coffee", role="user",
-                                 event_id=f"coffee-{n}", occurred_at=at)  # fmt: skip
+            await s.submit_event(
+                f"coffee note {n}: I drank coffee",
+                role="user",
+                event_id=f"coffee-{n}",
+                occurred_at=at,
+            )
         await mem.scope(persona="other", project="notes").submit_event("hello", role="user")
         g = mem.scope(persona="graph", project="big")
         hub = await remember(g, "hub", "the hub", "the hub")
@@ -139,8 +152,13 @@ async def test_memories_page_shows_every_memory_with_its_interval(
     rows = {
         i: row for row in re.findall(r"<tr>(.*?)</tr>", page) for i in linked_ids(row, "/memory")
     }
-    assert set(rows) == {sample.hangzhou, sample.suzhou, sample.mistaken, sample.corrected,
-                         sample.script}  # fmt: skip
+    assert set(rows) == {
+        sample.hangzhou,
+        sample.suzhou,
+        sample.mistaken,
+        sample.corrected,
+        sample.script,
+    }
     hangzhou = text_of(rows[sample.hangzhou])
     assert "2026-01-01T00:00:00+00:00" in hangzhou
     assert "2026-06-01T00:00:00+00:00" in hangzhou  # closed when the user moved
@@ -167,12 +185,21 @@ async def test_as_of_shows_the_memories_valid_then(
         assert f'value="{when}"' in response.text  # the control keeps what was asked
         return set(linked_ids(response.text, "/memory"))
 
-    assert await valid_at("2026-03-01T00:00:00Z") == {sample.hangzhou, sample.corrected,
-                                                      sample.script}  # fmt: skip
-    assert await valid_at("2026-07-01T00:00:00+08:00") == {sample.suzhou, sample.corrected,
-                                                           sample.script}  # fmt: skip
-    assert await valid_at("2026-06-01T00:00:00Z") == {sample.suzhou, sample.corrected,
-                                                      sample.script}  # half-open  # fmt: skip
+    assert await valid_at("2026-03-01T00:00:00Z") == {
+        sample.hangzhou,
+        sample.corrected,
+        sample.script,
+    }
+    assert await valid_at("2026-07-01T00:00:00+08:00") == {
+        sample.suzhou,
+        sample.corrected,
+        sample.script,
+    }
+    assert await valid_at("2026-06-01T00:00:00Z") == {
+        sample.suzhou,
+        sample.corrected,
+        sample.script,
+    }  # half-open
     assert await valid_at("2025-12-31T23:59:59Z") == set()
 
 
@@ -212,8 +239,10 @@ async def test_search_shows_the_fast_recall_ranking_and_its_components(
         cells = text_of(row).split()
         assert item.id in linked_ids(row, "/memory") + linked_ids(row, "/event")
         c = item.components
-        numbers = [f"{v:.3f}" for v in (item.score, c.lexical, c.semantic, c.link, c.basis,
-                                        c.confidence, c.freshness)]  # fmt: skip
+        numbers = [
+            f"{v:.3f}"
+            for v in (item.score, c.lexical, c.semantic, c.link, c.basis, c.confidence, c.freshness)
+        ]
         assert [cells[1], *cells[-6:]] == numbers
 
 
@@ -294,9 +323,13 @@ async def test_event_page_pages_the_text_and_lists_its_memories(
 async def test_memory_text_renders_as_text_never_as_markup(
     client: httpx.AsyncClient, sample: Sample
 ) -> None:
-    urls = [("/scope", SCOPE), ("/events", SCOPE), ("/search", {**SCOPE, "q": "motto"}),
-            ("/memory", {**SCOPE, "id": sample.script}),
-            ("/event", {**SCOPE, "id": "e-x"})]  # fmt: skip
+    urls = [
+        ("/scope", SCOPE),
+        ("/events", SCOPE),
+        ("/search", {**SCOPE, "q": "motto"}),
+        ("/memory", {**SCOPE, "id": sample.script}),
+        ("/event", {**SCOPE, "id": "e-x"}),
+    ]
     for url, params in urls:
         response = await client.get(url, params=params)
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in response.text, url

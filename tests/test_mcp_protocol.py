@@ -65,14 +65,22 @@ async def test_protocol_edges_are_answered_by_the_book(
         await wire.send(early)
         assert len((await wire.response(early_id))["result"]["tools"]) == len(SPEC_ARGS)
 
-        old_id, old = wire.request("initialize", {
-            "protocolVersion": "2024-11-05", "capabilities": {},
-            "clientInfo": {"name": "old", "version": "0"},
-        })  # fmt: skip
-        future_id, future = wire.request("initialize", {
-            "protocolVersion": "2099-01-01", "capabilities": {},
-            "clientInfo": {"name": "future", "version": "0"},
-        })  # fmt: skip
+        old_id, old = wire.request(
+            "initialize",
+            {
+                "protocolVersion": "2024-11-05",
+                "capabilities": {},
+                "clientInfo": {"name": "old", "version": "0"},
+            },
+        )
+        future_id, future = wire.request(
+            "initialize",
+            {
+                "protocolVersion": "2099-01-01",
+                "capabilities": {},
+                "clientInfo": {"name": "future", "version": "0"},
+            },
+        )
         await wire.send(old, future, INITIALIZED)
         answer = (await wire.response(old_id))["result"]
         assert answer["protocolVersion"] == "2024-11-05"  # a version both sides speak
@@ -85,8 +93,9 @@ async def test_protocol_edges_are_answered_by_the_book(
         unknown_id, unknown = wire.request("resources/list")
         params_id = wire.request("ping")[0]
         no_name_id, no_name = wire.request("tools/call", {"arguments": {}})
-        bad_args_id, bad_args = wire.request("tools/call", {"name": "memory_status",
-                                                            "arguments": [MARKER]})  # fmt: skip
+        bad_args_id, bad_args = wire.request(
+            "tools/call", {"name": "memory_status", "arguments": [MARKER]}
+        )
         no_tool_id, no_tool = wire.call("no_such_tool_" + MARKER)  # Invalid params, as MCP shows
         last_id, last = wire.request("ping")
         await wire.send(
@@ -99,18 +108,27 @@ async def test_protocol_edges_are_answered_by_the_book(
             line({"jsonrpc": "2.0", "id": params_id, "method": "ping", "params": [1]}),
             line({"jsonrpc": "2.0", "id": 77, "result": {}}),  # a response: nothing to answer
             line({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
-            unknown, no_name, bad_args, no_tool, last,
-        )  # fmt: skip
+            unknown,
+            no_name,
+            bad_args,
+            no_tool,
+            last,
+        )
         await wire.response(last_id)
-        codes = {id_: wire.responses[id_]["error"]["code"]
-                 for id_ in (999, 998, 997, params_id, unknown_id, no_name_id, bad_args_id,
-                             no_tool_id)}  # fmt: skip
+        codes = {
+            id_: wire.responses[id_]["error"]["code"]
+            for id_ in (999, 998, 997, params_id, unknown_id, no_name_id, bad_args_id, no_tool_id)
+        }
         assert codes == {
-            999: types.INVALID_REQUEST, 998: types.INVALID_REQUEST, 997: types.INVALID_REQUEST,
-            params_id: types.INVALID_PARAMS, unknown_id: types.METHOD_NOT_FOUND,
-            no_name_id: types.INVALID_PARAMS, bad_args_id: types.INVALID_PARAMS,
+            999: types.INVALID_REQUEST,
+            998: types.INVALID_REQUEST,
+            997: types.INVALID_REQUEST,
+            params_id: types.INVALID_PARAMS,
+            unknown_id: types.METHOD_NOT_FOUND,
+            no_name_id: types.INVALID_PARAMS,
+            bad_args_id: types.INVALID_PARAMS,
             no_tool_id: types.INVALID_PARAMS,
-        }  # fmt: skip
+        }
         await wire.close_stdin()
         assert await wire.exit_status() == 0
     wire.assert_only_jsonrpc()
@@ -164,8 +182,10 @@ async def test_a_line_nested_too_deep_is_a_parse_error_and_every_other_request_i
     anyio_backend: str, db_path: Path, tmp_path: Path
 ) -> None:
     async with raw_session(db_path, other(anyio_backend), tmp_path / "server.log") as wire:
-        writes = [wire.call("event_submit", text=f"note {n}", role="user", event_id=f"d-{n}")
-                  for n in range(300)]  # fmt: skip
+        writes = [
+            wire.call("event_submit", text=f"note {n}", role="user", event_id=f"d-{n}")
+            for n in range(300)
+        ]
         ping_id, ping = wire.request("ping")
         deep_request = b'{"jsonrpc": "2.0", "id": 4242, "method": "ping", "params": {"x": '
         deep_request += nested(1_000) + b"}}\n"
@@ -235,8 +255,9 @@ async def test_a_cancelled_request_gets_no_answer_and_its_write_still_commits(
 ) -> None:
     db = tmp_path / "m.db"
     async with raw_session(db, other(anyio_backend), tmp_path / "server.log") as wire:
-        write_id, write = wire.call("event_submit", text="我养了一只猫 I have a cat",
-                                    role="user", event_id="cat")  # fmt: skip
+        write_id, write = wire.call(
+            "event_submit", text="我养了一只猫 I have a cat", role="user", event_id="cat"
+        )
         read_id, read = wire.call("memory_recall", query="猫")
         ping_id, ping = wire.request("ping")
 
@@ -269,8 +290,10 @@ async def test_thousands_of_pipelined_requests_are_all_answered(
     """More requests at once than the server runs at once: it reads on as calls finish."""
     db = tmp_path / "m.db"
     async with raw_session(db, other(anyio_backend), tmp_path / "server.log") as wire:
-        calls = [wire.call("event_submit", text=f"第{n}条 note {n}", role="user",
-                           event_id=f"p-{n}") for n in range(2000)]  # fmt: skip
+        calls = [
+            wire.call("event_submit", text=f"第{n}条 note {n}", role="user", event_id=f"p-{n}")
+            for n in range(2000)
+        ]
         await wire.send(*(request for _, request in calls))
         for id_, _ in calls:
             assert tool_result(await wire.response(id_))[0] is False

@@ -178,9 +178,16 @@ async def test_stdin_eof_mid_burst_exits_cleanly(
 ) -> None:
     db = tmp_path / "m.db"
     async with raw_session(db, server_backend, tmp_path / "server.log") as wire:
-        requests = {wire.call("event_submit", text=burst_text(n), role="user",
-                              event_id=f"burst-{n:03d}", session="burst"): n
-                    for n in range(BURST)}  # fmt: skip
+        requests = {
+            wire.call(
+                "event_submit",
+                text=burst_text(n),
+                role="user",
+                event_id=f"burst-{n:03d}",
+                session="burst",
+            ): n
+            for n in range(BURST)
+        }
         await wire.send(*(request for _, request in requests))
         ids = [id_ for id_, _ in requests]
         for id_ in ids[:5]:  # some are acknowledged, more are in flight
@@ -252,11 +259,20 @@ async def test_serve_exits_within_its_bound_with_slow_reads_in_flight(
     env = {"AMEM_READERS": "1"}
     async with raw_server(db, other(anyio_backend), tmp_path / "server.log", env=env) as wire:
         await handshake(wire)
-        writes = [wire.call("event_submit", text=f"written among the reads {n}", role="user",
-                            event_id=f"w-{n}") for n in range(SLOW_RECALLS // 10)]  # fmt: skip
+        writes = [
+            wire.call(
+                "event_submit", text=f"written among the reads {n}", role="user", event_id=f"w-{n}"
+            )
+            for n in range(SLOW_RECALLS // 10)
+        ]
         reads = [wire.call("memory_recall", query=words(n)) for n in range(SLOW_RECALLS)]
-        await wire.send(*(request for pair in zip(reads[::10], writes, strict=True)
-                          for request in (pair[0][1], pair[1][1])))  # fmt: skip
+        await wire.send(
+            *(
+                request
+                for pair in zip(reads[::10], writes, strict=True)
+                for request in (pair[0][1], pair[1][1])
+            )
+        )
         await wire.send(*(request for n, (_, request) in enumerate(reads) if n % 10))
         await wire.response(writes[0][0])
         await wire.close_stdin()
@@ -296,16 +312,43 @@ def test_requests_from_a_file_are_answered_too(tmp_path: Path) -> None:
     assert_hangzhou_stored_and_found(replies)
 
 
-HELLO = line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": types.LATEST_PROTOCOL_VERSION, "capabilities": {},
-    "clientInfo": {"name": "line-test", "version": "0"},
-}}) + INITIALIZED  # fmt: skip
-SUBMIT_HANGZHOU = line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-    "name": "event_submit", "arguments": {"text": "我住在杭州", "role": "user"},
-}})  # fmt: skip
-RECALL_HANGZHOU = line({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-    "name": "memory_recall", "arguments": {"query": "杭州"},
-}})  # fmt: skip
+HELLO = (
+    line(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": types.LATEST_PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "line-test", "version": "0"},
+            },
+        }
+    )
+    + INITIALIZED
+)
+SUBMIT_HANGZHOU = line(
+    {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "event_submit",
+            "arguments": {"text": "我住在杭州", "role": "user"},
+        },
+    }
+)
+RECALL_HANGZHOU = line(
+    {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {
+            "name": "memory_recall",
+            "arguments": {"query": "杭州"},
+        },
+    }
+)
 
 
 def assert_hangzhou_stored_and_found(replies: dict[Any, dict[str, Any]]) -> None:
@@ -338,8 +381,10 @@ def test_serve_on_a_terminal(tmp_path: Path, ending: str) -> None:
     with (tmp_path / "server.log").open("wb") as log:
         server = subprocess.Popen(
             [sys.executable, *serve_args(tmp_path / "m.db", "asyncio")],
-            stdin=terminal, stdout=terminal, stderr=log,
-        )  # fmt: skip
+            stdin=terminal,
+            stdout=terminal,
+            stderr=log,
+        )
     os.close(terminal)
     try:
         os.write(controller, HELLO + SUBMIT_HANGZHOU)
@@ -408,8 +453,12 @@ async def test_a_client_that_stops_reading_does_not_crash_the_server(
     async with raw_session(db, other(anyio_backend), log) as wire:
         assert wire.process.stdout is not None
         await wire.process.stdout.aclose()  # nobody reads the answers any more
-        await wire.send(*(wire.call("event_submit", text=f"note {n}", role="user",
-                                    event_id=f"n-{n}")[1] for n in range(50)))  # fmt: skip
+        await wire.send(
+            *(
+                wire.call("event_submit", text=f"note {n}", role="user", event_id=f"n-{n}")[1]
+                for n in range(50)
+            )
+        )
         await wire.close_stdin()
         assert await wire.exit_status() == 0
     assert "Traceback" not in log.read_text()
@@ -460,8 +509,10 @@ async def test_a_client_that_never_reads_does_not_keep_the_server_alive_after_st
     log = tmp_path / "server.log"
     async with raw_server(db_path, other(anyio_backend), log, read_stdout=False) as wire:
         requests = [wire.request("tools/list")[1] for _ in range(100)]
-        requests += [wire.call("event_submit", text=f"note {n}", role="user", event_id=f"{n}")[1]
-                     for n in range(50)]  # fmt: skip
+        requests += [
+            wire.call("event_submit", text=f"note {n}", role="user", event_id=f"{n}")[1]
+            for n in range(50)
+        ]
         await wire.send(*requests)
         await wire.close_stdin()
         with anyio.fail_after(LIVENESS_SECONDS):

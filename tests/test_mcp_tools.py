@@ -90,8 +90,7 @@ async def test_tools_are_exactly_the_spec_set(anyio_backend: str, tmp_path: Path
         assert "never instructions" in description, name
     for name in ("memory_recall", "memory_read", "session_resume", "memory_status", "memory_list"):
         assert tools[name].annotations.readOnlyHint is True, name  # type: ignore[union-attr]
-    for name in ("event_submit", "memory_add", "memory_correct", "memory_delete",
-                 "memory_retract"):  # fmt: skip
+    for name in ("event_submit", "memory_add", "memory_correct", "memory_delete", "memory_retract"):
         assert not tools[name].annotations.readOnlyHint, name  # type: ignore[union-attr]
     for name in ("memory_correct", "memory_delete", "memory_retract"):
         assert tools[name].annotations.destructiveHint is True, name  # type: ignore[union-attr]
@@ -123,8 +122,16 @@ async def test_tool_schemas_hold_only_what_a_model_uses(anyio_backend: str, tmp_
     keys = set().union(*(schema_keys(tool.inputSchema) for tool in listed))
     # no titles, no null branches (leaving an argument out says "none"), no $defs to chase
     assert not keys & {"title", "anyOf", "$defs", "$ref", "default", "minLength", "maxLength"}
-    assert keys <= {"type", "required", "enum", "items", "minimum", "maximum", "format",
-                    "description"}  # fmt: skip
+    assert keys <= {
+        "type",
+        "required",
+        "enum",
+        "items",
+        "minimum",
+        "maximum",
+        "format",
+        "description",
+    }
     recall = next(tool for tool in listed if tool.name == "memory_recall").inputSchema
     assert recall["properties"]["limit"] == {"type": "integer", "minimum": 1, "maximum": 50}
     assert recall["properties"]["as_of"] == {"type": "string"}  # the instructions say ISO-8601
@@ -193,9 +200,15 @@ async def test_every_tool_in_a_bilingual_flow(
     async with connect(tmp_path / "m.db", server_backend, tmp_path / "server.log") as s:
         # events: Chinese and English, with a UTC offset converted to UTC
         book_ev = await ok(
-            s, "event_submit", text=BOOK_EVENT, role="user", event_id="zh-1", session="chat-1",
-            source="wechat", occurred_at=times[0],
-        )  # fmt: skip
+            s,
+            "event_submit",
+            text=BOOK_EVENT,
+            role="user",
+            event_id="zh-1",
+            session="chat-1",
+            source="wechat",
+            occurred_at=times[0],
+        )
         assert book_ev["event_id"] == "zh-1"
         assert (book_ev["persona"], book_ev["project"]) == (PERSONA, PROJECT)
         assert book_ev["status"] == "stored"  # no extraction endpoint configured
@@ -205,47 +218,100 @@ async def test_every_tool_in_a_bilingual_flow(
         assert datetime.fromisoformat(book_ev["occurred_at"]) == yesterday
         assert book_ev["session"] == "chat-1"
         home_ev = await ok(
-            s, "event_submit", text=HOME_EVENT, role="user", event_id="en-1", session="chat-1",
+            s,
+            "event_submit",
+            text=HOME_EVENT,
+            role="user",
+            event_id="en-1",
+            session="chat-1",
             occurred_at=times[1],
-        )  # fmt: skip
+        )
         reply_ev = await ok(
-            s, "event_submit", text=REPLY_EVENT, role="assistant", event_id="as-1",
-            session="chat-1", occurred_at=times[2],
-        )  # fmt: skip
+            s,
+            "event_submit",
+            text=REPLY_EVENT,
+            role="assistant",
+            event_id="as-1",
+            session="chat-1",
+            occurred_at=times[2],
+        )
         assert book_ev["seq"] < home_ev["seq"] < reply_ev["seq"]
         again = await ok(
-            s, "event_submit", text=BOOK_EVENT, role="user", event_id="zh-1", session="chat-1",
-            source="wechat", occurred_at=times[0],
-        )  # fmt: skip
+            s,
+            "event_submit",
+            text=BOOK_EVENT,
+            role="user",
+            event_id="zh-1",
+            session="chat-1",
+            source="wechat",
+            occurred_at=times[0],
+        )
         assert again["duplicate"] is True
         assert again["seq"] == book_ev["seq"]
         reference = await ok(
-            s, "event_submit", text="Reference: the Great Wall is about 21,000 km long.",
-            role="system", category="reference", event_id="ref-1",
-        )  # fmt: skip
+            s,
+            "event_submit",
+            text="Reference: the Great Wall is about 21,000 km long.",
+            role="system",
+            category="reference",
+            event_id="ref-1",
+        )
         assert reference["status"] == "stored"
         generated = await ok(s, "event_submit", text="tool output 工具输出", role="tool")
         assert generated["event_id"]  # an ID is made up when none is given
 
         # the host acts as extractor
-        added = await ok(s, "memory_add", event_id="zh-1", memories=[
-            {"text": "用户买了一本书《三体》", "quote": "买了一本书", "kind": "episode",
-             "basis": "user_statement"},
-        ])  # fmt: skip
+        added = await ok(
+            s,
+            "memory_add",
+            event_id="zh-1",
+            memories=[
+                {
+                    "text": "用户买了一本书《三体》",
+                    "quote": "买了一本书",
+                    "kind": "episode",
+                    "basis": "user_statement",
+                },
+            ],
+        )
         [book_id] = added["memory_ids"]
         [book] = added["memories"]
         assert BOOK_EVENT[book["quote_start"] : book["quote_end"]] == "买了一本书"
-        added = await ok(s, "memory_add", event_id="en-1", memories=[
-            {"text": "User lives in Hangzhou", "quote": "I moved to Hangzhou", "kind": "fact",
-             "basis": "user_statement", "subject": "user", "fact_key": "residence"},
-            {"text": "User loves green tea", "quote": "I love green tea", "kind": "preference",
-             "basis": "user_statement"},
-        ])  # fmt: skip
+        added = await ok(
+            s,
+            "memory_add",
+            event_id="en-1",
+            memories=[
+                {
+                    "text": "User lives in Hangzhou",
+                    "quote": "I moved to Hangzhou",
+                    "kind": "fact",
+                    "basis": "user_statement",
+                    "subject": "user",
+                    "fact_key": "residence",
+                },
+                {
+                    "text": "User loves green tea",
+                    "quote": "I love green tea",
+                    "kind": "preference",
+                    "basis": "user_statement",
+                },
+            ],
+        )
         home_id, tea_id = added["memory_ids"]
-        added = await ok(s, "memory_add", event_id="as-1", memories=[
-            {"text": "助手答应记住用户喜欢绿茶", "quote": "我记住了", "kind": "agreement",
-             "basis": "assistant_expression"},
-        ])  # fmt: skip
+        added = await ok(
+            s,
+            "memory_add",
+            event_id="as-1",
+            memories=[
+                {
+                    "text": "助手答应记住用户喜欢绿茶",
+                    "quote": "我记住了",
+                    "kind": "agreement",
+                    "basis": "assistant_expression",
+                },
+            ],
+        )
         [promise_id] = added["memory_ids"]
 
         # recall: a single Chinese character finds the word it is part of
@@ -299,9 +365,12 @@ async def test_every_tool_in_a_bilingual_flow(
 
         # correct a mistake: the old memory is revoked for good
         fixed = await ok(
-            s, "memory_correct", memory_id=home_id, text="User lives in Suzhou",
+            s,
+            "memory_correct",
+            memory_id=home_id,
+            text="User lives in Suzhou",
             reason="听错了 / misheard",
-        )  # fmt: skip
+        )
         assert fixed["revoked_id"] == home_id
         assert fixed["amended_event_id"] == "en-1"
         suzhou_id = fixed["memory"]["id"]
@@ -318,8 +387,10 @@ async def test_every_tool_in_a_bilingual_flow(
         # relate: finding one brings the other
         relation = await ok(s, "memory_relate", from_id=tea_id, to_id=book_id)
         assert (relation["from_id"], relation["to_id"], relation["kind"]) == (
-            tea_id, book_id, "related",
-        )  # fmt: skip
+            tea_id,
+            book_id,
+            "related",
+        )
         await ok(s, "memory_relate", from_id=tea_id, to_id=book_id)  # idempotent
         hits = await ok(s, "memory_recall", query="green tea")
         ids = [item["id"] for item in hits["items"]]
@@ -328,11 +399,16 @@ async def test_every_tool_in_a_bilingual_flow(
 
         # checkpoint and resume
         saved = await ok(
-            s, "checkpoint_save", session="chat-1", goal="帮用户整理读书笔记 / reading notes",
-            completed=["记录《三体》"], pending=["find the next book"],
-            constraints=["answer in Chinese"], next_action="ask which chapter",
+            s,
+            "checkpoint_save",
+            session="chat-1",
+            goal="帮用户整理读书笔记 / reading notes",
+            completed=["记录《三体》"],
+            pending=["find the next book"],
+            constraints=["answer in Chinese"],
+            next_action="ask which chapter",
             covered_seq=reply_ev["seq"],
-        )  # fmt: skip
+        )
         assert saved["covered_seq"] == reply_ev["seq"]
         assert saved["session"] == "chat-1"
         small = await ok(s, "session_resume", session="chat-1", budget_tokens=10)
@@ -373,8 +449,9 @@ async def test_every_tool_in_a_bilingual_flow(
         assert gone["relations"] >= 1
         assert gone["search_rows"] >= 2
         assert gone["checkpoints_invalidated"] >= 1
-        hits = await ok(s, "memory_recall", query="书", include_history=True, limit=50,
-                        explain=True)  # fmt: skip
+        hits = await ok(
+            s, "memory_recall", query="书", include_history=True, limit=50, explain=True
+        )
         assert all("一本书" not in item["text"] for item in hits["items"])
         assert all(item["source_event_id"] != "zh-1" for item in hits["items"])
         assert await refused(s, "memory_read", {"id": "zh-1"}) == "not_found"
@@ -384,8 +461,9 @@ async def test_every_tool_in_a_bilingual_flow(
         gone = await ok(s, "memory_delete", memory_id=tea_id)
         assert "en-1" in gone["event_ids"]  # the source event and its correction lineage
         assert {tea_id, home_id, suzhou_id} <= set(gone["memory_ids"])
-        hits = await ok(s, "memory_recall", query="Suzhou Hangzhou green tea", limit=50,
-                        explain=True)  # fmt: skip
+        hits = await ok(
+            s, "memory_recall", query="Suzhou Hangzhou green tea", limit=50, explain=True
+        )
         assert all(item["source_event_id"] != "en-1" for item in hits["items"])
         assert all("Suzhou" not in item["text"] for item in hits["items"])
 
@@ -402,9 +480,13 @@ async def test_every_tool_in_a_bilingual_flow(
 
         # another scope, named in the call
         elsewhere = await ok(
-            s, "event_submit", text="另一个范围里的秘密花园", role="user", persona="小明",
+            s,
+            "event_submit",
+            text="另一个范围里的秘密花园",
+            role="user",
+            persona="小明",
             project="p2",
-        )  # fmt: skip
+        )
         assert (elsewhere["persona"], elsewhere["project"]) == ("小明", "p2")
         hits = await ok(s, "memory_recall", query="秘密花园")
         assert hits["items"] == []
@@ -428,15 +510,26 @@ async def test_errors_are_stable_codes_that_echo_nothing(
 ) -> None:
     log = tmp_path / "server.log"
     async with connect(tmp_path / "m.db", other(anyio_backend), log) as s:
-        await ok(s, "event_submit", text="我喜欢喝茶 I like tea", role="user", event_id="u-1",
-                 session="s-1")  # fmt: skip
+        await ok(
+            s,
+            "event_submit",
+            text="我喜欢喝茶 I like tea",
+            role="user",
+            event_id="u-1",
+            session="s-1",
+        )
         await ok(s, "event_submit", text="好的，记下了", role="assistant", event_id="a-1")
         [mine] = (await ok(s, "memory_add", event_id="u-1", memories=[draft()]))["memory_ids"]
         away = {"persona": "other-persona", "project": "other-project"}
         foreign_ev = await ok(
-            s, "event_submit", text="别人的茶 tea of others", role="user", event_id="x-1",
-            session="s-x", **away,
-        )  # fmt: skip
+            s,
+            "event_submit",
+            text="别人的茶 tea of others",
+            role="user",
+            event_id="x-1",
+            session="s-x",
+            **away,
+        )
         added = await ok(
             s, "memory_add", event_id="x-1", memories=[draft("别人喜欢茶", "别人的茶")], **away
         )
@@ -451,10 +544,16 @@ async def test_errors_are_stable_codes_that_echo_nothing(
             ("memory_recall", {"query": "tea", "limit": MARKER}, "invalid_input"),
             ("memory_recall", {"query": {"q": MARKER}}, "invalid_input"),
             ("memory_read", {"id": "u-1", "offset": MARKER}, "invalid_input"),
-            ("checkpoint_save", {"session": "s-1", "goal": MARKER, "completed": MARKER},
-             "invalid_input"),
-            ("checkpoint_save", {"session": "s-1", "goal": "g", "covered_seq": MARKER},
-             "invalid_input"),
+            (
+                "checkpoint_save",
+                {"session": "s-1", "goal": MARKER, "completed": MARKER},
+                "invalid_input",
+            ),
+            (
+                "checkpoint_save",
+                {"session": "s-1", "goal": "g", "covered_seq": MARKER},
+                "invalid_input",
+            ),
             ("session_resume", {"session": "s-1", "budget_tokens": MARKER}, "invalid_input"),
             ("persona_get", {"version": MARKER}, "invalid_input"),
             ("memory_add", {"event_id": "u-1", "memories": MARKER}, "invalid_input"),
@@ -477,16 +576,25 @@ async def test_errors_are_stable_codes_that_echo_nothing(
             ("event_submit", {"text": "x", "role": "user", MARKER + "?": 1}, "invalid_input"),
             ("event_submit", {"text": "x", "role": "user", "color": MARKER}, "invalid_input"),
             ("memory_status", {"verbose": MARKER}, "invalid_input"),
-            ("memory_add", {"event_id": "u-1", "memories": [draft(**{MARKER + " x": "x"})]},
-             "invalid_input"),
+            (
+                "memory_add",
+                {"event_id": "u-1", "memories": [draft(**{MARKER + " x": "x"})]},
+                "invalid_input",
+            ),
             # bad values
             ("event_submit", {"text": "x", "role": "robot-" + MARKER}, "invalid_input"),
             ("event_submit", {"text": "x", "role": "user", "category": MARKER}, "invalid_input"),
-            ("event_submit", {"text": "x", "role": "user", "category": "correction"},
-             "invalid_input"),
+            (
+                "event_submit",
+                {"text": "x", "role": "user", "category": "correction"},
+                "invalid_input",
+            ),
             ("event_submit", {"text": "", "role": "user"}, "invalid_input"),
-            ("event_submit", {"text": MARKER, "role": "user", "event_id": MARKER + "\n"},
-             "invalid_input"),
+            (
+                "event_submit",
+                {"text": MARKER, "role": "user", "event_id": MARKER + "\n"},
+                "invalid_input",
+            ),
             ("memory_add", {"event_id": "u-1", "memories": []}, "invalid_input"),
             ("memory_recall", {"query": "tea", "mode": MARKER}, "invalid_input"),
             ("memory_recall", {"query": "tea", "kinds": [MARKER]}, "invalid_input"),
@@ -500,67 +608,146 @@ async def test_errors_are_stable_codes_that_echo_nothing(
             ("persona_get", {"version": 0}, "invalid_input"),
             ("persona_get", {"persona": MARKER + "\n"}, "invalid_input"),
             ("memory_status", {"persona": "\t" + MARKER}, "invalid_input"),
-            ("checkpoint_save", {"session": "s-1", "goal": MARKER, "covered_seq": 10_000},
-             "invalid_input"),
+            (
+                "checkpoint_save",
+                {"session": "s-1", "goal": MARKER, "covered_seq": 10_000},
+                "invalid_input",
+            ),
             # times without a UTC offset, or no time at all
-            ("event_submit", {"text": MARKER, "role": "user", "occurred_at": "2025-01-01T10:00:00"},
-             "invalid_time"),
+            (
+                "event_submit",
+                {"text": MARKER, "role": "user", "occurred_at": "2025-01-01T10:00:00"},
+                "invalid_time",
+            ),
             ("event_submit", {"text": "x", "role": "user", "occurred_at": MARKER}, "invalid_time"),
             ("memory_recall", {"query": MARKER, "as_of": "2025-01-01"}, "invalid_time"),
-            ("memory_correct", {"memory_id": mine, "text": MARKER,
-                                "valid_at": "2025-06-01T00:00:00"}, "invalid_time"),
-            ("memory_add", {"event_id": "u-1", "memories": [
-                draft(MARKER, valid_at="2025-06-01T00:00:00")]}, "invalid_time"),
-            ("memory_add", {"event_id": "u-1", "memories": [draft(MARKER, valid_at=1767225600)]},
-             "invalid_time"),
+            (
+                "memory_correct",
+                {"memory_id": mine, "text": MARKER, "valid_at": "2025-06-01T00:00:00"},
+                "invalid_time",
+            ),
+            (
+                "memory_add",
+                {"event_id": "u-1", "memories": [draft(MARKER, valid_at="2025-06-01T00:00:00")]},
+                "invalid_time",
+            ),
+            (
+                "memory_add",
+                {"event_id": "u-1", "memories": [draft(MARKER, valid_at=1767225600)]},
+                "invalid_time",
+            ),
             # times that exist only in their own offset: no UTC year 1 to 9999 holds them
-            ("event_submit", {"text": MARKER, "role": "user",
-                              "occurred_at": "9999-12-31T23:59:59-14:00"}, "invalid_time"),
-            ("memory_recall", {"query": MARKER, "as_of": "0001-01-01T00:00:00+14:00"},
-             "invalid_time"),
-            ("memory_correct", {"memory_id": mine, "text": MARKER,
-                                "valid_at": "9999-12-31T23:59:59-14:00"}, "invalid_time"),
-            ("memory_add", {"event_id": "u-1", "memories": [
-                draft(MARKER, valid_at="0001-01-01T00:00:00+14:00")]}, "invalid_time"),
-            ("memory_add", {"event_id": "u-1", "memories": [
-                draft(MARKER, invalid_at="9999-12-31T23:59:59-14:00")]}, "invalid_time"),
+            (
+                "event_submit",
+                {"text": MARKER, "role": "user", "occurred_at": "9999-12-31T23:59:59-14:00"},
+                "invalid_time",
+            ),
+            (
+                "memory_recall",
+                {"query": MARKER, "as_of": "0001-01-01T00:00:00+14:00"},
+                "invalid_time",
+            ),
+            (
+                "memory_correct",
+                {"memory_id": mine, "text": MARKER, "valid_at": "9999-12-31T23:59:59-14:00"},
+                "invalid_time",
+            ),
+            (
+                "memory_add",
+                {
+                    "event_id": "u-1",
+                    "memories": [draft(MARKER, valid_at="0001-01-01T00:00:00+14:00")],
+                },
+                "invalid_time",
+            ),
+            (
+                "memory_add",
+                {
+                    "event_id": "u-1",
+                    "memories": [draft(MARKER, invalid_at="9999-12-31T23:59:59-14:00")],
+                },
+                "invalid_time",
+            ),
             # drafts without visible text, or with control characters where one line belongs
             ("memory_add", {"event_id": "u-1", "memories": [draft(" \n\t ")]}, "invalid_input"),
             ("memory_add", {"event_id": "u-1", "memories": [draft(quote=" ")]}, "invalid_input"),
-            ("memory_add", {"event_id": "u-1", "memories": [draft(MARKER + "\x00")]},
-             "invalid_input"),
-            ("memory_add", {"event_id": "u-1", "memories": [draft(
-                subject="user\n" + MARKER, fact_key="drink")]}, "invalid_input"),
-            ("memory_add", {"event_id": "u-1", "memories": [draft(gist=MARKER + "\nmore")]},
-             "invalid_input"),
+            (
+                "memory_add",
+                {"event_id": "u-1", "memories": [draft(MARKER + "\x00")]},
+                "invalid_input",
+            ),
+            (
+                "memory_add",
+                {
+                    "event_id": "u-1",
+                    "memories": [draft(subject="user\n" + MARKER, fact_key="drink")],
+                },
+                "invalid_input",
+            ),
+            (
+                "memory_add",
+                {"event_id": "u-1", "memories": [draft(gist=MARKER + "\nmore")]},
+                "invalid_input",
+            ),
             # identifiers show what they are: no invisible, bidirectional or private-use
-            ("event_submit", {"text": MARKER, "role": "user", "session": "s\u200b1"},
-             "invalid_input"),
-            ("event_submit", {"text": MARKER, "role": "user", "event_id": MARKER + "\u202e"},
-             "invalid_input"),
+            (
+                "event_submit",
+                {"text": MARKER, "role": "user", "session": "s\u200b1"},
+                "invalid_input",
+            ),
+            (
+                "event_submit",
+                {"text": MARKER, "role": "user", "event_id": MARKER + "\u202e"},
+                "invalid_input",
+            ),
             ("memory_recall", {"query": MARKER, "persona": "\ufeffassistant"}, "invalid_input"),
             ("checkpoint_save", {"session": "s-\ue000", "goal": MARKER}, "invalid_input"),
-            ("memory_add", {"event_id": "u-1", "memories": [draft(
-                subject="us\u2066er", fact_key="drink")]}, "invalid_input"),
+            (
+                "memory_add",
+                {"event_id": "u-1", "memories": [draft(subject="us\u2066er", fact_key="drink")]},
+                "invalid_input",
+            ),
             # an empty scope name is refused, never taken for the default
             ("event_submit", {"text": MARKER, "role": "user", "persona": ""}, "invalid_input"),
             ("memory_recall", {"query": MARKER, "project": ""}, "invalid_input"),
             ("persona_get", {"persona": ""}, "invalid_input"),
             # the quote must occur verbatim in the event
-            ("memory_add", {"event_id": "u-1", "memories": [draft(MARKER, MARKER)]},
-             "quote_mismatch"),
-            ("memory_add", {"event_id": "u-1", "memories": [draft(quote="喜欢喝咖啡")]},
-             "quote_mismatch"),
-            ("memory_add", {"event_id": "u-1", "memories": [draft(), draft(quote=MARKER)]},
-             "quote_mismatch"),
+            (
+                "memory_add",
+                {"event_id": "u-1", "memories": [draft(MARKER, MARKER)]},
+                "quote_mismatch",
+            ),
+            (
+                "memory_add",
+                {"event_id": "u-1", "memories": [draft(quote="喜欢喝咖啡")]},
+                "quote_mismatch",
+            ),
+            (
+                "memory_add",
+                {"event_id": "u-1", "memories": [draft(), draft(quote=MARKER)]},
+                "quote_mismatch",
+            ),
             # role rules
-            ("memory_add", {"event_id": "u-1", "memories": [
-                draft(MARKER, basis="assistant_expression")]}, "role_violation"),
-            ("memory_add", {"event_id": "a-1", "memories": [draft(MARKER, "记下了")]},
-             "role_violation"),
-            ("memory_add", {"event_id": "u-1", "memories": [
-                draft(MARKER, basis="inference", subject="user", fact_key="drink")]},
-             "role_violation"),
+            (
+                "memory_add",
+                {"event_id": "u-1", "memories": [draft(MARKER, basis="assistant_expression")]},
+                "role_violation",
+            ),
+            (
+                "memory_add",
+                {"event_id": "a-1", "memories": [draft(MARKER, "记下了")]},
+                "role_violation",
+            ),
+            (
+                "memory_add",
+                {
+                    "event_id": "u-1",
+                    "memories": [
+                        draft(MARKER, basis="inference", subject="user", fact_key="drink")
+                    ],
+                },
+                "role_violation",
+            ),
             # unknown IDs
             ("memory_add", {"event_id": MARKER, "memories": [draft()]}, "not_found"),
             ("memory_read", {"id": MARKER}, "not_found"),
@@ -575,25 +762,51 @@ async def test_errors_are_stable_codes_that_echo_nothing(
             ("memory_read", {"id": mine, **away}, "not_found"),
             ("memory_read", {"id": "x-1"}, "not_found"),
             ("memory_read", {"id": foreign}, "not_found"),
-            ("memory_add", {"event_id": "x-1", "memories": [draft("别人", "别人的茶")]},
-             "not_found"),
+            (
+                "memory_add",
+                {"event_id": "x-1", "memories": [draft("别人", "别人的茶")]},
+                "not_found",
+            ),
             ("memory_correct", {"memory_id": foreign, "text": MARKER}, "not_found"),
             ("memory_delete", {"event_id": "x-1"}, "not_found"),
             ("memory_delete", {"memory_id": foreign}, "not_found"),
             ("memory_relate", {"from_id": mine, "to_id": foreign}, "not_found"),
             ("memory_relate", {"from_id": mine, "to_id": foreign, **away}, "not_found"),
-            ("checkpoint_save", {"session": "s-1", "goal": MARKER,
-                                 "covered_seq": foreign_ev["seq"]}, "invalid_input"),
+            (
+                "checkpoint_save",
+                {"session": "s-1", "goal": MARKER, "covered_seq": foreign_ev["seq"]},
+                "invalid_input",
+            ),
             # one event ID, two payloads (or two scopes)
-            ("event_submit", {"text": MARKER, "role": "user", "event_id": "u-1",
-                              "session": "s-1"}, "duplicate_conflict"),
-            ("event_submit", {"text": "我喜欢喝茶 I like tea", "role": "assistant",
-                              "event_id": "u-1", "session": "s-1"}, "duplicate_conflict"),
-            ("event_submit", {"text": "我喜欢喝茶 I like tea", "role": "user", "event_id": "u-1",
-                              "session": "s-1", **away}, "duplicate_conflict"),
+            (
+                "event_submit",
+                {"text": MARKER, "role": "user", "event_id": "u-1", "session": "s-1"},
+                "duplicate_conflict",
+            ),
+            (
+                "event_submit",
+                {
+                    "text": "我喜欢喝茶 I like tea",
+                    "role": "assistant",
+                    "event_id": "u-1",
+                    "session": "s-1",
+                },
+                "duplicate_conflict",
+            ),
+            (
+                "event_submit",
+                {
+                    "text": "我喜欢喝茶 I like tea",
+                    "role": "user",
+                    "event_id": "u-1",
+                    "session": "s-1",
+                    **away,
+                },
+                "duplicate_conflict",
+            ),
             # no extraction endpoint
             ("extraction_retry", {"event_id": MARKER}, "not_configured"),
-        ]  # fmt: skip
+        ]
         failures = []
         for tool, args, expected in cases:
             code = await refused(s, tool, args)
@@ -606,8 +819,14 @@ async def test_errors_are_stable_codes_that_echo_nothing(
         page = await ok(s, "memory_read", id="u-1")
         assert page["text"] == "我喜欢喝茶 I like tea"
         assert [m["id"] for m in page["memories"]] == [mine]
-        same = await ok(s, "event_submit", text="我喜欢喝茶 I like tea", role="user",
-                        event_id="u-1", session="s-1")  # fmt: skip
+        same = await ok(
+            s,
+            "event_submit",
+            text="我喜欢喝茶 I like tea",
+            role="user",
+            event_id="u-1",
+            session="s-1",
+        )
         assert same["duplicate"] is True
     assert "Traceback" not in log.read_text()
 
@@ -621,18 +840,57 @@ async def test_a_missing_persona_version_is_not_found(anyio_backend: str, tmp_pa
 # --- 4. what a model reads: compact recall items, a new scope said ----------------------
 
 MEMORIES_OF_HANGZHOU = [
-    ("user", "I moved to Hangzhou in March.", "User moved to Hangzhou", "I moved to Hangzhou",
-     "fact", "user_statement"),
-    ("user", "我在杭州喝龙井茶。", "用户在杭州喝龙井茶", "我在杭州喝龙井茶", "preference",
-     "user_statement"),
-    ("user", "Hangzhou winters feel cold to me.", "User probably dislikes cold Hangzhou winters",
-     "Hangzhou winters feel cold", "preference", "inference"),
-    ("assistant", "好的，下次推荐杭州的茶馆。", "助手答应推荐杭州的茶馆", "下次推荐杭州的茶馆",
-     "agreement", "assistant_expression"),
-]  # fmt: skip
-RECALL_KEYS = {"id", "text", "role", "kind", "score", "valid_at", "invalid_at", "expired",
-               "occurrences", "merged_ids", "gist", "coarse_time", "raw_fallback", "truncated",
-               "basis", "occurred_at"}  # fmt: skip
+    (
+        "user",
+        "I moved to Hangzhou in March.",
+        "User moved to Hangzhou",
+        "I moved to Hangzhou",
+        "fact",
+        "user_statement",
+    ),
+    (
+        "user",
+        "我在杭州喝龙井茶。",
+        "用户在杭州喝龙井茶",
+        "我在杭州喝龙井茶",
+        "preference",
+        "user_statement",
+    ),
+    (
+        "user",
+        "Hangzhou winters feel cold to me.",
+        "User probably dislikes cold Hangzhou winters",
+        "Hangzhou winters feel cold",
+        "preference",
+        "inference",
+    ),
+    (
+        "assistant",
+        "好的，下次推荐杭州的茶馆。",
+        "助手答应推荐杭州的茶馆",
+        "下次推荐杭州的茶馆",
+        "agreement",
+        "assistant_expression",
+    ),
+]
+RECALL_KEYS = {
+    "id",
+    "text",
+    "role",
+    "kind",
+    "score",
+    "valid_at",
+    "invalid_at",
+    "expired",
+    "occurrences",
+    "merged_ids",
+    "gist",
+    "coarse_time",
+    "raw_fallback",
+    "truncated",
+    "basis",
+    "occurred_at",
+}
 
 
 def json_bytes(value: Any) -> int:
@@ -647,8 +905,12 @@ async def test_recall_items_are_compact_and_explain_shows_every_field(
     async with connect(db, other(anyio_backend), tmp_path / "server.log") as s:
         for role, said, text, quote, kind, basis in MEMORIES_OF_HANGZHOU:
             receipt = await ok(s, "event_submit", text=said, role=role)  # amem makes the IDs
-            await ok(s, "memory_add", event_id=receipt["event_id"], memories=[
-                {"text": text, "quote": quote, "kind": kind, "basis": basis}])  # fmt: skip
+            await ok(
+                s,
+                "memory_add",
+                event_id=receipt["event_id"],
+                memories=[{"text": text, "quote": quote, "kind": kind, "basis": basis}],
+            )
         await ok(s, "event_submit", text="Hangzhou raw note, nothing derived", role="user")
         result = await s.call_tool("memory_recall", {"query": query})
         explained = await ok(s, "memory_recall", query=query, explain=True)
@@ -687,8 +949,9 @@ async def test_a_write_to_a_scope_that_stores_nothing_yet_says_so(
 ) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
         first = await ok(s, "event_submit", text="第一条", role="user")  # the server's scope
-        named = await ok(s, "event_submit", text="二", role="user", persona=PERSONA,
-                         project=PROJECT)  # fmt: skip
+        named = await ok(
+            s, "event_submit", text="二", role="user", persona=PERSONA, project=PROJECT
+        )
         filled_in = await ok(s, "event_submit", text="三", role="user", persona="user")
         again = await ok(s, "event_submit", text="四", role="user", persona="user")
         plan = await ok(s, "checkpoint_save", session="s", goal="g", project="elsewhere")
@@ -710,10 +973,19 @@ async def test_large_results_stay_bounded(anyio_backend: str, tmp_path: Path) ->
         for n in range(60):
             body = f"第{n}次说起长城。" + "长城很长，the Great Wall is long. " * 100
             await ok(s, "event_submit", text=body, role="user", event_id=f"wall-{n}")
-            await ok(s, "memory_add", event_id=f"wall-{n}", memories=[{
-                "text": (f"长城 memory {n}: " + "用户多次谈到长城。" * 300)[:2000],
-                "quote": body[:1500], "kind": "observation", "basis": "user_statement",
-            }])  # fmt: skip
+            await ok(
+                s,
+                "memory_add",
+                event_id=f"wall-{n}",
+                memories=[
+                    {
+                        "text": (f"长城 memory {n}: " + "用户多次谈到长城。" * 300)[:2000],
+                        "quote": body[:1500],
+                        "kind": "observation",
+                        "basis": "user_statement",
+                    }
+                ],
+            )
         result = await s.call_tool(
             "memory_recall", {"query": "长城", "limit": 50, "explain": True}
         )  # with quotes
@@ -754,9 +1026,20 @@ async def test_results_quoting_a_huge_event_stay_bounded(
     big = "长城很长。" * 14_000  # 70,000 characters
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
         await ok(s, "event_submit", text=big, role="user", event_id="big")
-        result = await s.call_tool("memory_add", {"event_id": "big", "memories": [
-            {"text": "用户说长城很长", "quote": big, "kind": "fact", "basis": "user_statement"},
-        ]})  # fmt: skip
+        result = await s.call_tool(
+            "memory_add",
+            {
+                "event_id": "big",
+                "memories": [
+                    {
+                        "text": "用户说长城很长",
+                        "quote": big,
+                        "kind": "fact",
+                        "basis": "user_statement",
+                    },
+                ],
+            },
+        )
         assert not result.isError
         [memory_id] = json.loads(text_of(result))["memory_ids"]
         read = await s.call_tool("memory_read", {"id": memory_id, "limit": 100})
@@ -770,9 +1053,14 @@ async def test_a_full_budget_resume_stays_bounded(anyio_backend: str, tmp_path: 
         for n in range(12):
             said = '"' * 1990 + f" agree {n}"  # every quote is escaped twice on the way out
             await ok(s, "event_submit", text=said, role="user", event_id=f"q-{n}")
-            await ok(s, "memory_add", event_id=f"q-{n}", memories=[
-                {"text": said, "quote": said, "kind": "agreement", "basis": "user_statement"}
-            ])  # fmt: skip
+            await ok(
+                s,
+                "memory_add",
+                event_id=f"q-{n}",
+                memories=[
+                    {"text": said, "quote": said, "kind": "agreement", "basis": "user_statement"}
+                ],
+            )
         result = await s.call_tool("session_resume", {"session": "s", "budget_tokens": 50_000})
     assert not result.isError
     pack = json.loads(text_of(result))
@@ -790,9 +1078,14 @@ async def test_recall_keeps_its_only_match_when_the_quote_is_huge(
     big = "长城很长。" * 14_000
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
         await ok(s, "event_submit", text=big, role="user", event_id="big")
-        await ok(s, "memory_add", event_id="big", memories=[
-            {"text": "用户说长城很长", "quote": big, "kind": "fact", "basis": "user_statement"},
-        ])  # fmt: skip
+        await ok(
+            s,
+            "memory_add",
+            event_id="big",
+            memories=[
+                {"text": "用户说长城很长", "quote": big, "kind": "fact", "basis": "user_statement"},
+            ],
+        )
         plain = await ok(s, "memory_recall", query="长城")
         hits = await ok(s, "memory_recall", query="长城", explain=True)
         [memory_id] = [item["id"] for item in hits["items"]]
@@ -828,9 +1121,13 @@ async def test_two_servers_write_one_file(anyio_backend: str, tmp_path: Path) ->
             event_id = f"{prefix}-{n:03d}"
             async with limiter:
                 receipt = await ok(
-                    session, "event_submit", text=shared_text(event_id), role="user",
-                    event_id=event_id, session=prefix,
-                )  # fmt: skip
+                    session,
+                    "event_submit",
+                    text=shared_text(event_id),
+                    role="user",
+                    event_id=event_id,
+                    session=prefix,
+                )
             assert receipt["duplicate"] is False
             seqs[event_id] = receipt["seq"]
 

@@ -116,9 +116,16 @@ async def test_confidence_is_kept_as_ranking_metadata(scope: amem.Scope) -> None
     await scope.submit_event("I might like jazz", role="user", event_id="e-1")
     [memory] = await scope.add_memories(
         "e-1",
-        [{"text": "User may like jazz", "quote": "like jazz", "kind": "preference",
-          "basis": "user_statement", "confidence": 0.4}],
-    )  # fmt: skip
+        [
+            {
+                "text": "User may like jazz",
+                "quote": "like jazz",
+                "kind": "preference",
+                "basis": "user_statement",
+                "confidence": 0.4,
+            }
+        ],
+    )
     [item] = (await scope.recall("jazz")).items
     assert memory.confidence == item.confidence == item.components.confidence == 0.4
 
@@ -209,9 +216,16 @@ async def test_recall_needs_evidence(scope: amem.Scope) -> None:
 async def test_a_single_chinese_character_finds_a_compound(scope: amem.Scope) -> None:
     await scope.submit_event("我最近在读一本书，叫《三体》", role="user", event_id="e-1")
     [memory] = await scope.add_memories(
-        "e-1", [{"text": "用户在读一本书《三体》", "quote": "在读一本书", "kind": "episode",
-                 "basis": "user_statement"}]
-    )  # fmt: skip
+        "e-1",
+        [
+            {
+                "text": "用户在读一本书《三体》",
+                "quote": "在读一本书",
+                "kind": "episode",
+                "basis": "user_statement",
+            }
+        ],
+    )
     assert [item.id for item in (await scope.recall("书")).items] == [memory.id]
 
 
@@ -224,15 +238,26 @@ async def test_query_syntax_is_just_text(scope: amem.Scope, query: str) -> None:
 
 
 async def test_recall_filters_kinds_and_reports_score_parts(scope: amem.Scope) -> None:
-    await scope.submit_event("I like jazz; yesterday I went to a jazz club", role="user",
-                             event_id="e-1")  # fmt: skip
+    await scope.submit_event(
+        "I like jazz; yesterday I went to a jazz club", role="user", event_id="e-1"
+    )
     like, club = await scope.add_memories(
         "e-1",
-        [{"text": "User likes jazz", "quote": "like jazz", "kind": "preference",
-          "basis": "user_statement"},
-         {"text": "User went to a jazz club", "quote": "went to a jazz club", "kind": "episode",
-          "basis": "user_statement"}],
-    )  # fmt: skip
+        [
+            {
+                "text": "User likes jazz",
+                "quote": "like jazz",
+                "kind": "preference",
+                "basis": "user_statement",
+            },
+            {
+                "text": "User went to a jazz club",
+                "quote": "went to a jazz club",
+                "kind": "episode",
+                "basis": "user_statement",
+            },
+        ],
+    )
     result = await scope.recall("jazz", kinds=["episode"])
     assert [item.id for item in result.items] == [club.id]
     [item] = result.items

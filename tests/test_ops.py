@@ -42,27 +42,52 @@ async def populate(mem: amem.Memory) -> None:
     emotions, a correction, a relation, a checkpoint, persona versions, a capture cursor."""
     s = mem.scope(persona=PERSONA, project=PROJECT)
     await s.submit_event(
-        HANGZHOU, role="user", event_id="e1", session="chat",
+        HANGZHOU,
+        role="user",
+        event_id="e1",
+        session="chat",
         occurred_at="2026-01-01T09:00:00+08:00",
-    )  # fmt: skip
+    )
     r2 = await s.submit_event("太好了，我很开心！", role="assistant", event_id="e2", session="chat")
-    await s.submit_event("Support hours are 9 to 5.", role="system", event_id="e3",
-                         category="reference")  # fmt: skip
-    fact, tea = await s.add_memories("e1", [
-        amem.MemoryDraft(text="用户住在杭州", quote="我搬到杭州了", kind="fact",
-                         basis="user_statement", subject="user", fact_key="residence"),
-        amem.MemoryDraft(text="User likes Longjing tea", quote="喜欢喝龙井茶",
-                         kind="preference", basis="user_statement"),
-    ])  # fmt: skip
-    await s.add_memories("e2", [
-        amem.MemoryDraft(text="Assistant felt happy", quote="我很开心", kind="emotion",
-                         basis="assistant_expression",
-                         emotion=amem.Emotion(label="joy", valence=0.8, arousal=0.5)),
-    ])  # fmt: skip
+    await s.submit_event(
+        "Support hours are 9 to 5.", role="system", event_id="e3", category="reference"
+    )
+    fact, tea = await s.add_memories(
+        "e1",
+        [
+            amem.MemoryDraft(
+                text="用户住在杭州",
+                quote="我搬到杭州了",
+                kind="fact",
+                basis="user_statement",
+                subject="user",
+                fact_key="residence",
+            ),
+            amem.MemoryDraft(
+                text="User likes Longjing tea",
+                quote="喜欢喝龙井茶",
+                kind="preference",
+                basis="user_statement",
+            ),
+        ],
+    )
+    await s.add_memories(
+        "e2",
+        [
+            amem.MemoryDraft(
+                text="Assistant felt happy",
+                quote="我很开心",
+                kind="emotion",
+                basis="assistant_expression",
+                emotion=amem.Emotion(label="joy", valence=0.8, arousal=0.5),
+            ),
+        ],
+    )
     await s.relate(fact.id, tea.id)
     await s.correct(tea.id, "User likes green tea", reason="misheard")
-    await s.save_checkpoint("chat", goal="settle in", completed=["flat"], pending=["tea"],
-                            covered_seq=r2.seq)  # fmt: skip
+    await s.save_checkpoint(
+        "chat", goal="settle in", completed=["flat"], pending=["tea"], covered_seq=r2.seq
+    )
     await mem.set_persona(PERSONA, "You are kind.")
     await mem.set_persona(PERSONA, "You are kind and brief.", note="shorter")
     await s.host_ingest("host-1", [{"event_id": "h1", "text": "hello there", "role": "user"}])
@@ -103,8 +128,15 @@ async def test_export_then_import_reproduces_the_same_archive(tmp_path: Path) ->
     async with amem.open(tmp_path / "a.db", settings=settings()) as mem:
         await populate(mem)
         exported = await mem.export(tmp_path / "a.jsonl")
-    assert exported.counts == {"erased_events": 0, "events": 6, "personas": 2, "memories": 4,
-                               "relations": 2, "checkpoints": 1, "capture_cursors": 1}  # fmt: skip
+    assert exported.counts == {
+        "erased_events": 0,
+        "events": 6,
+        "personas": 2,
+        "memories": 4,
+        "relations": 2,
+        "checkpoints": 1,
+        "capture_cursors": 1,
+    }
     async with amem.open(tmp_path / "b.db", settings=settings()) as mem:
         imported = await mem.import_archive(tmp_path / "a.jsonl")
         assert imported.counts == exported.counts
@@ -125,8 +157,11 @@ async def test_export_then_import_reproduces_the_same_archive(tmp_path: Path) ->
 
     header_a, rows_a = archive_lines(tmp_path / "a.jsonl")
     header_b, rows_b = archive_lines(tmp_path / "b.jsonl")
-    assert header_a == header_b == {"format": "amem-archive", "format_version": 1,
-                                    "schema_version": SCHEMA_VERSION}  # fmt: skip
+    assert (
+        header_a
+        == header_b
+        == {"format": "amem-archive", "format_version": 1, "schema_version": SCHEMA_VERSION}
+    )
     assert rows_a == rows_b
     assert rows_a[-1] == json.dumps({"end": True, "rows": 16}, separators=(",", ":"))
 
@@ -149,8 +184,11 @@ async def test_export_is_one_snapshot_while_a_writer_runs(tmp_path: Path) -> Non
             before = len(acked)
             result = await mem.export(tmp_path / "live.jsonl")
             tg.cancel_scope.cancel()
-    seqs = [json.loads(line)["row"]["seq"] for line in archive_lines(tmp_path / "live.jsonl")[1]
-            if '"table":"events"' in line]  # fmt: skip
+    seqs = [
+        json.loads(line)["row"]["seq"]
+        for line in archive_lines(tmp_path / "live.jsonl")[1]
+        if '"table":"events"' in line
+    ]
     assert seqs == list(range(1, len(seqs) + 1))  # a committed prefix, nothing torn
     assert len(seqs) >= before  # every event acknowledged before the export began
     assert result.counts["events"] == len(seqs)
@@ -572,8 +610,17 @@ async def test_doctor_reports_what_has_no_vector_and_the_next_open_fills_it(
         s = mem.scope(persona=PERSONA, project=PROJECT)  # submit that exited before them
         await s.submit_event(HANGZHOU, role="user", event_id="e1")
         await s.submit_event("太好了！", role="assistant", event_id="e2")
-        await s.add_memories("e1", [{"text": "用户住在杭州", "quote": "我搬到杭州了",
-                                     "kind": "fact", "basis": "user_statement"}])  # fmt: skip
+        await s.add_memories(
+            "e1",
+            [
+                {
+                    "text": "用户住在杭州",
+                    "quote": "我搬到杭州了",
+                    "kind": "fact",
+                    "basis": "user_statement",
+                }
+            ],
+        )
         await mem.scope(persona=PERSONA, project="other").submit_event("Hi", role="user")
     with FakeOpenAI() as api:
         embedding = amem.Settings(embed_base_url=api.base_url, embed_model="fake")

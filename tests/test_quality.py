@@ -44,8 +44,10 @@ def data_folder() -> Path:
     for folder in candidates:
         if (folder / "locomo10.json").is_file() and (folder / "madial-bench-en").is_dir():
             return folder
-    pytest.fail(f"the quality test needs LoCoMo and MADial-Bench English: set AMEM_DATA "
-                f"(looked in {', '.join(map(str, candidates))})")  # fmt: skip
+    pytest.fail(
+        f"the quality test needs LoCoMo and MADial-Bench English: set AMEM_DATA "
+        f"(looked in {', '.join(map(str, candidates))})"
+    )
 
 
 def the_slice(data: Path) -> list[quality.Corpus]:
@@ -70,8 +72,10 @@ async def measure(corpora: list[quality.Corpus], folder: Path) -> list[quality.R
 def test_recall_finds_the_right_turn_at_least_as_often_as_plain_baselines(tmp_path: Path) -> None:
     rows = anyio.run(measure, the_slice(data_folder()), tmp_path)
     assert {(row.corpus, row.style) for row in rows} == {
-        ("locomo", "question"), ("madial-en", "last turn"), ("madial-en", "last 4 turns"),
-    }  # fmt: skip
+        ("locomo", "question"),
+        ("madial-en", "last turn"),
+        ("madial-en", "last 4 turns"),
+    }
     assert sum(row.n for row in rows if row.corpus == "locomo") == 230
     short = [
         f"{row.corpus} {row.style}: {method} {note}"

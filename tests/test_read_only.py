@@ -33,8 +33,10 @@ def on_read_only_storage(folder: Path, *command: str | Path) -> subprocess.Compl
     )
     done = subprocess.run(
         [unshare, "--map-root-user", "--mount", "sh", "-c", script],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 99, "the folder was still writable inside the namespace"
     return done
 

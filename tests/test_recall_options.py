@@ -300,14 +300,22 @@ async def test_a_pack_fills_past_faded_episodes_that_show_one_cue(scope: amem.Sc
     for n in range(60):
         said = f"I walked the dog Rex in the park, day {n}"
         await scope.submit_event(said, role="user", event_id=f"walk-{n}", occurred_at=old)
-        draft = {"text": f"User walked the dog Rex in the park, day {n}", "quote": said,
-                 "kind": "episode", "basis": "user_statement"}  # fmt: skip
+        draft = {
+            "text": f"User walked the dog Rex in the park, day {n}",
+            "quote": said,
+            "kind": "episode",
+            "basis": "user_statement",
+        }
         await scope.add_memories(f"walk-{n}", [draft])
     for n in range(40):
         said = f"I agree to take Rex out on weekday {n}"
         await scope.submit_event(said, role="user", event_id=f"deal-{n}", occurred_at=NOW)
-        draft = {"text": f"User agreed to take Rex out on weekday {n}", "quote": said,
-                 "kind": "agreement", "basis": "user_statement"}  # fmt: skip
+        draft = {
+            "text": f"User agreed to take Rex out on weekday {n}",
+            "quote": said,
+            "kind": "agreement",
+            "basis": "user_statement",
+        }
         await scope.add_memories(f"deal-{n}", [draft])
 
     pack = await scope.resume("chat", query="walked the dog Rex in the park", as_of=AS_OF)
@@ -334,8 +342,13 @@ async def test_every_item_carries_its_source_events_role(scope: amem.Scope) -> N
     items = (await scope.recall("green tea Longjing", as_of=AS_OF)).items
     roles = {item.id: item.role for item in items}
 
-    assert roles == {"user": "user", "assistant": "assistant", "system": "system", "tool": "tool",
-                     memory.id: "assistant"}  # fmt: skip
+    assert roles == {
+        "user": "user",
+        "assistant": "assistant",
+        "system": "system",
+        "tool": "tool",
+        memory.id: "assistant",
+    }
     assert all(item.raw_fallback for item in items if item.id != memory.id)
 
 
@@ -350,15 +363,28 @@ async def test_mcp_recall_leaves_out_the_turn_merges_and_names_roles(
         listed = {tool.name: tool for tool in (await s.list_tools()).tools}
         for n in range(3):
             await ok(s, "event_submit", text="我喜欢龙井茶", role="user", occurred_at=EARLIER[n])
-        await ok(s, "event_submit", text="好的，龙井茶", role="assistant", event_id="a-1",
-                 occurred_at=NOW)  # fmt: skip
-        turn = await ok(s, "event_submit", text="我喜欢什么茶？龙井茶吗", role="user",
-                        event_id="u-9", occurred_at=NOW)  # fmt: skip
+        await ok(
+            s,
+            "event_submit",
+            text="好的，龙井茶",
+            role="assistant",
+            event_id="a-1",
+            occurred_at=NOW,
+        )
+        turn = await ok(
+            s,
+            "event_submit",
+            text="我喜欢什么茶？龙井茶吗",
+            role="user",
+            event_id="u-9",
+            occurred_at=NOW,
+        )
         query = "我喜欢什么茶？龙井茶吗"
         plain = await ok(s, "memory_recall", query=query, as_of=AS_OF)
         by_id = await ok(s, "memory_recall", query=query, as_of=AS_OF, exclude_event_ids=["u-9"])
-        by_seq = await ok(s, "memory_recall", query=query, as_of=AS_OF,
-                          exclude_from_seq=turn["seq"])  # fmt: skip
+        by_seq = await ok(
+            s, "memory_recall", query=query, as_of=AS_OF, exclude_from_seq=turn["seq"]
+        )
         codes = [
             await refused(s, "memory_recall", {"query": "茶", **bad})
             for bad in (

@@ -33,8 +33,12 @@ async def test_relations_stay_within_a_scope(mem: amem.Memory) -> None:
     three = await remember(b, "e-3", "I like rock", "rock")
     link = await a.relate(one.id, two.id)
     assert (link.from_id, link.to_id, link.kind, link.persona, link.project) == (
-        one.id, two.id, "related", "p", "a",
-    )  # fmt: skip
+        one.id,
+        two.id,
+        "related",
+        "p",
+        "a",
+    )
     assert await a.relate(one.id, two.id) == link  # idempotent
     with pytest.raises(amem.NotFound):
         await a.relate(one.id, three.id)
@@ -47,13 +51,20 @@ async def test_relations_stay_within_a_scope(mem: amem.Memory) -> None:
 async def test_checkpoints_record_the_host_task_state(scope: amem.Scope) -> None:
     receipt = await scope.submit_event("Let's ship v2", role="user", session="chat-7")
     saved = await scope.save_checkpoint(
-        "chat-7", goal="ship v2", completed=["tests"], pending=["docs", "发布"],
-        constraints=["no Friday deploys"], next_action="write docs", covered_seq=receipt.seq,
-    )  # fmt: skip
+        "chat-7",
+        goal="ship v2",
+        completed=["tests"],
+        pending=["docs", "发布"],
+        constraints=["no Friday deploys"],
+        next_action="write docs",
+        covered_seq=receipt.seq,
+    )
     assert await scope.checkpoint("chat-7") == saved
     assert (saved.pending, saved.covered_seq, saved.session) == (
-        ["docs", "发布"], receipt.seq, "chat-7",
-    )  # fmt: skip
+        ["docs", "发布"],
+        receipt.seq,
+        "chat-7",
+    )
     newer = await scope.save_checkpoint("chat-7", goal="ship v2", completed=["tests", "docs"])
     assert await scope.checkpoint("chat-7") == newer
     assert await scope.checkpoint("other-session") is None
@@ -72,9 +83,13 @@ async def test_checkpoint_coverage_must_be_in_scope_and_session(mem: amem.Memory
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"goal": ""}, {"goal": "g", "pending": "not a list"}, {"goal": "g", "completed": [""]},
-     {"goal": "g", "covered_seq": -1}],
-)  # fmt: skip
+    [
+        {"goal": ""},
+        {"goal": "g", "pending": "not a list"},
+        {"goal": "g", "completed": [""]},
+        {"goal": "g", "covered_seq": -1},
+    ],
+)
 async def test_bad_checkpoints_are_refused(scope: amem.Scope, kwargs: dict[str, object]) -> None:
     with pytest.raises(amem.InvalidInput):
         await scope.save_checkpoint("chat-7", **kwargs)  # type: ignore[arg-type]

@@ -98,8 +98,9 @@ async def test_mixed_chinese_and_latin_text_is_found_by_its_parts(
 
 
 async def test_english_words_are_found_case_insensitively(scope: amem.Scope) -> None:
-    memory = await derive(scope, "We migrated to PostgreSQL 16", "Team uses PostgreSQL 16",
-                          "PostgreSQL 16")  # fmt: skip
+    memory = await derive(
+        scope, "We migrated to PostgreSQL 16", "Team uses PostgreSQL 16", "PostgreSQL 16"
+    )
     await derive(scope, "I like oolong tea", "User likes oolong tea", "oolong tea")
     assert await found(scope, "postgresql") == [memory.id]
     assert await found(scope, "POSTGRESQL") == [memory.id]
@@ -107,9 +108,25 @@ async def test_english_words_are_found_case_insensitively(scope: amem.Scope) -> 
 
 @pytest.mark.parametrize(
     "query",
-    ['"jazz"', "jazz-", "-jazz", "jazz*", "NEAR(jazz", "jazz OR", "OR jazz", "jazz AND",
-     "NOT jazz", "text:jazz", "(jazz)", "^jazz", "jazz 🎷", '"jazz', "jazz}", "jazz +"],
-)  # fmt: skip
+    [
+        '"jazz"',
+        "jazz-",
+        "-jazz",
+        "jazz*",
+        "NEAR(jazz",
+        "jazz OR",
+        "OR jazz",
+        "jazz AND",
+        "NOT jazz",
+        "text:jazz",
+        "(jazz)",
+        "^jazz",
+        "jazz 🎷",
+        '"jazz',
+        "jazz}",
+        "jazz +",
+    ],
+)
 async def test_query_syntax_around_a_word_is_just_text(scope: amem.Scope, query: str) -> None:
     jazz = await derive(scope, "I like jazz", "User likes jazz", "jazz")
     await derive(scope, "I like jazzy shirts", "User likes jazzy shirts", "jazzy shirts")
@@ -128,8 +145,12 @@ async def test_query_syntax_around_a_chinese_word_is_just_text(
 
 @pytest.mark.parametrize("query", ["NEAR", "OR", "AND", "NOT"])
 async def test_operator_words_are_searched_as_words(scope: amem.Scope, query: str) -> None:
-    words = await derive(scope, "NEAR, OR, AND and NOT are just words", "Words: NEAR OR AND NOT",
-                         "NEAR, OR, AND and NOT")  # fmt: skip
+    words = await derive(
+        scope,
+        "NEAR, OR, AND and NOT are just words",
+        "Words: NEAR OR AND NOT",
+        "NEAR, OR, AND and NOT",
+    )
     await derive(scope, "I like jazz", "User likes jazz", "jazz")
     assert await found(scope, query) == [words.id]
 
@@ -151,8 +172,9 @@ async def test_empty_or_overlong_queries_are_invalid_input(scope: amem.Scope, qu
 async def test_an_index_error_is_raised_not_reported_as_no_results(
     scope: amem.Scope, db_path: Path
 ) -> None:
-    memory = await derive(scope, "I adopted a cat named Mochi", "User has a cat named Mochi",
-                          "cat named Mochi")  # fmt: skip
+    memory = await derive(
+        scope, "I adopted a cat named Mochi", "User has a cat named Mochi", "cat named Mochi"
+    )
     assert await found(scope, "Mochi") == [memory.id]
     with sqlite3.connect(db_path) as conn:  # lose the FTS index's segment pages
         conn.execute("delete from search_fts_data where id > 10")
@@ -163,9 +185,36 @@ async def test_an_index_error_is_raised_not_reported_as_no_results(
 
 # Hypothesis: arbitrary query text never raises, and query syntax never hides a word.
 
-FTS_NOISE = ['"', '""', "-", "*", "NEAR", "NEAR(", "OR", "AND", "NOT", ":", "col:", "(",
-             ")", "^", "+", "{", "}", "'", "\\", "~", "🎷", "😀", "，", "。", "“", "”",
-             "【", "】"]  # fmt: skip
+FTS_NOISE = [
+    '"',
+    '""',
+    "-",
+    "*",
+    "NEAR",
+    "NEAR(",
+    "OR",
+    "AND",
+    "NOT",
+    ":",
+    "col:",
+    "(",
+    ")",
+    "^",
+    "+",
+    "{",
+    "}",
+    "'",
+    "\\",
+    "~",
+    "🎷",
+    "😀",
+    "，",
+    "。",
+    "“",
+    "”",
+    "【",
+    "】",
+]
 QUERIES = st.one_of(
     st.text(max_size=60),  # any surrogate-free unicode, NUL and whitespace included
     st.lists(
@@ -255,12 +304,18 @@ async def test_items_report_their_score_components(scope: amem.Scope) -> None:
 @pytest.mark.parametrize(
     ("both", "one", "query"),
     [
-        (("I play jazz piano", "User plays jazz piano", "jazz piano"),
-         ("I play jazz drums", "User plays jazz drums", "jazz drums"), "jazz piano"),
-        (("我会弹爵士钢琴", "用户会弹爵士钢琴", "爵士钢琴"),
-         ("我会打爵士鼓", "用户会打爵士鼓", "爵士鼓"), "爵士钢琴"),
+        (
+            ("I play jazz piano", "User plays jazz piano", "jazz piano"),
+            ("I play jazz drums", "User plays jazz drums", "jazz drums"),
+            "jazz piano",
+        ),
+        (
+            ("我会弹爵士钢琴", "用户会弹爵士钢琴", "爵士钢琴"),
+            ("我会打爵士鼓", "用户会打爵士鼓", "爵士鼓"),
+            "爵士钢琴",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_matching_more_query_terms_ranks_higher(
     scope: amem.Scope, both: tuple[str, str, str], one: tuple[str, str, str], query: str
 ) -> None:
@@ -273,14 +328,20 @@ async def test_matching_more_query_terms_ranks_higher(
 @pytest.mark.parametrize(
     ("rare", "common", "fillers", "query"),
     [
-        (("I own an oboe", "User owns oboe", "oboe"),
-         ("I collect jazz", "User collects jazz", "jazz"),
-         ["jazz on the radio", "jazz at the club", "jazz all night", "jazz records"],
-         "jazz oboe"),
-        (("我有一支双簧管", "用户有双簧管", "双簧管"), ("我有一张唱片", "用户有唱片", "唱片"),
-         ["唱片店开门了", "唱片很旧", "唱片机坏了", "买了唱片"], "唱片 双簧管"),
+        (
+            ("I own an oboe", "User owns oboe", "oboe"),
+            ("I collect jazz", "User collects jazz", "jazz"),
+            ["jazz on the radio", "jazz at the club", "jazz all night", "jazz records"],
+            "jazz oboe",
+        ),
+        (
+            ("我有一支双簧管", "用户有双簧管", "双簧管"),
+            ("我有一张唱片", "用户有唱片", "唱片"),
+            ["唱片店开门了", "唱片很旧", "唱片机坏了", "买了唱片"],
+            "唱片 双簧管",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_matching_a_rarer_term_ranks_higher(
     scope: amem.Scope,
     rare: tuple[str, str, str],
@@ -304,9 +365,11 @@ async def test_a_user_statement_ranks_above_an_inference(
     # the texts differ by a full stop: identical texts would be one item
     inferred, stated = await scope.add_memories(
         "e-1",
-        [{"text": f"{text}.", "quote": quote, "kind": "preference", "basis": "inference"},
-         {"text": text, "quote": quote, "kind": "preference", "basis": "user_statement"}],
-    )  # fmt: skip
+        [
+            {"text": f"{text}.", "quote": quote, "kind": "preference", "basis": "inference"},
+            {"text": text, "quote": quote, "kind": "preference", "basis": "user_statement"},
+        ],
+    )
     assert await found(scope, quote) == [stated.id, inferred.id]
 
 
@@ -333,16 +396,22 @@ async def test_newer_memories_rank_above_older_ones(
 @pytest.mark.parametrize(
     ("match", "neighbour", "two_hops", "unrelated", "query"),
     [
-        (("I adopted a cat named Mochi", "User has a cat named Mochi", "cat named Mochi"),
-         ("I buy salmon treats every week", "User buys salmon treats", "salmon treats"),
-         ("My vet is in Oakland", "User's vet is in Oakland", "vet is in Oakland"),
-         ("I enjoy hiking", "User enjoys hiking", "hiking"), "Mochi"),
-        (("我养了一只猫，叫年糕", "用户的猫叫年糕", "叫年糕"),
-         ("我每周都买三文鱼零食", "用户每周买三文鱼零食", "三文鱼零食"),
-         ("我的兽医在杭州", "用户的兽医在杭州", "兽医在杭州"),
-         ("我喜欢爬山", "用户喜欢爬山", "爬山"), "年糕"),
+        (
+            ("I adopted a cat named Mochi", "User has a cat named Mochi", "cat named Mochi"),
+            ("I buy salmon treats every week", "User buys salmon treats", "salmon treats"),
+            ("My vet is in Oakland", "User's vet is in Oakland", "vet is in Oakland"),
+            ("I enjoy hiking", "User enjoys hiking", "hiking"),
+            "Mochi",
+        ),
+        (
+            ("我养了一只猫，叫年糕", "用户的猫叫年糕", "叫年糕"),
+            ("我每周都买三文鱼零食", "用户每周买三文鱼零食", "三文鱼零食"),
+            ("我的兽医在杭州", "用户的兽医在杭州", "兽医在杭州"),
+            ("我喜欢爬山", "用户喜欢爬山", "爬山"),
+            "年糕",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_a_related_memory_joins_its_match_with_a_link_score(
     scope: amem.Scope,
     match: tuple[str, str, str],
@@ -374,11 +443,18 @@ async def test_many_newer_matches_do_not_hide_what_was_true_at_as_of(
 ) -> None:
     """A common term's newest documents are not yet valid at an earlier as_of; the older
     ones that were must still be found (the per-term cap counts only eligible ones)."""
-    then = [await derive(scope, f"我学{word} {n}", f"学{word} {n}", f"我学{word} {n}", at=OLD)
-            for n in range(3)]  # fmt: skip
+    then = [
+        await derive(scope, f"我学{word} {n}", f"学{word} {n}", f"我学{word} {n}", at=OLD)
+        for n in range(3)
+    ]
     for n in range(PER_TERM + 20):  # all after AS_OF: not yet true then
-        await derive(scope, f"{word} later {n}", f"{word} later {n}", f"{word} later {n}",
-                     at="2026-07-01T00:00:00Z")  # fmt: skip
+        await derive(
+            scope,
+            f"{word} later {n}",
+            f"{word} later {n}",
+            f"{word} later {n}",
+            at="2026-07-01T00:00:00Z",
+        )
     result = await scope.recall(word, as_of=AS_OF, limit=10)
     assert sorted(item.id for item in result.items) == sorted(m.id for m in then)
     later = await scope.recall(word, as_of="2026-08-01T00:00:00Z", limit=10)
@@ -444,11 +520,21 @@ async def test_an_event_with_derived_memories_is_not_returned_raw(scope: amem.Sc
     assert raw.raw_fallback
     memories = await scope.add_memories(
         receipt.event_id,
-        [{"text": "User lives in Hangzhou", "quote": "搬到杭州", "kind": "fact",
-          "basis": "user_statement"},
-         {"text": "User lives near West Lake", "quote": "离西湖很近", "kind": "fact",
-          "basis": "user_statement"}],
-    )  # fmt: skip
+        [
+            {
+                "text": "User lives in Hangzhou",
+                "quote": "搬到杭州",
+                "kind": "fact",
+                "basis": "user_statement",
+            },
+            {
+                "text": "User lives near West Lake",
+                "quote": "离西湖很近",
+                "kind": "fact",
+                "basis": "user_statement",
+            },
+        ],
+    )
     items = (await scope.recall("西湖", as_of=AS_OF)).items
     assert {item.id for item in items} == {memory.id for memory in memories}
     assert not any(item.raw_fallback for item in items)
@@ -474,15 +560,26 @@ async def test_a_corrected_fact_never_comes_back_through_raw_text(
 async def test_a_sibling_of_a_corrected_fact_does_not_bring_back_its_wording(
     scope: amem.Scope,
 ) -> None:
-    receipt = await scope.submit_event("I live in Paris and I like jazz", role="user",
-                                       occurred_at=RECENT)  # fmt: skip
+    receipt = await scope.submit_event(
+        "I live in Paris and I like jazz", role="user", occurred_at=RECENT
+    )
     paris, _ = await scope.add_memories(
         receipt.event_id,
-        [{"text": "User lives in Paris", "quote": "live in Paris", "kind": "fact",
-          "basis": "user_statement"},
-         {"text": "User likes jazz", "quote": "like jazz", "kind": "preference",
-          "basis": "user_statement"}],
-    )  # fmt: skip
+        [
+            {
+                "text": "User lives in Paris",
+                "quote": "live in Paris",
+                "kind": "fact",
+                "basis": "user_statement",
+            },
+            {
+                "text": "User likes jazz",
+                "quote": "like jazz",
+                "kind": "preference",
+                "basis": "user_statement",
+            },
+        ],
+    )
     await scope.correct(paris.id, "User lives in Parma")
     for history in (False, True):
         result = await scope.recall("Paris", as_of=AS_OF, include_history=history)
@@ -493,11 +590,14 @@ async def test_a_sibling_of_a_corrected_fact_does_not_bring_back_its_wording(
 @pytest.mark.parametrize(
     ("old", "new", "query"),
     [
-        (("I live in Beijing", "User lives in Beijing", "Beijing"),
-         ("I live in Shanghai", "User lives in Shanghai", "Shanghai"), "Beijing"),
+        (
+            ("I live in Beijing", "User lives in Beijing", "Beijing"),
+            ("I live in Shanghai", "User lives in Shanghai", "Shanghai"),
+            "Beijing",
+        ),
         (("我住在北京", "用户住在北京", "北京"), ("我住在杭州", "用户住在杭州", "杭州"), "北京"),
     ],
-)  # fmt: skip
+)
 async def test_an_expired_facts_source_is_not_returned_raw(
     scope: amem.Scope, old: tuple[str, str, str], new: tuple[str, str, str], query: str
 ) -> None:
@@ -511,8 +611,7 @@ async def test_an_expired_facts_source_is_not_returned_raw(
 
 @pytest.mark.parametrize("category", ["reference", "persona"])
 async def test_archived_events_are_never_raw_fallback(scope: amem.Scope, category: str) -> None:
-    await scope.submit_event("Berlin 北京 出差", role="user", category=category,
-                             occurred_at=RECENT)  # fmt: skip
+    await scope.submit_event("Berlin 北京 出差", role="user", category=category, occurred_at=RECENT)
     assert await found(scope, "Berlin") == []
     assert await found(scope, "北京") == []
 
@@ -545,17 +644,47 @@ async def test_read_pages_the_original_evidence_unaltered(scope: amem.Scope) -> 
 # -- fading ----------------------------------------------------------------------------
 
 FADING = [
-    ("I went hiking in the Alps with Anna", "User went hiking in the Alps with Anna",
-     "hiking in the Alps", "user", "episode", "user_statement", {}, "Alps"),
-    ("我和小王去西湖划船了", "用户和小王去西湖划船", "去西湖划船", "user", "episode",
-     "user_statement", {}, "西湖"),
-    ("You seem tired after the marathon", "User seemed tired after the marathon",
-     "tired after the marathon", "assistant", "observation", "assistant_expression", {},
-     "marathon"),
-    ("听到你升职了，我真为你高兴！", "助手为用户升职感到高兴", "我真为你高兴", "assistant",
-     "emotion", "assistant_expression",
-     {"emotion": {"label": "joy", "valence": 0.9, "arousal": 0.6}}, "升职"),
-]  # fmt: skip
+    (
+        "I went hiking in the Alps with Anna",
+        "User went hiking in the Alps with Anna",
+        "hiking in the Alps",
+        "user",
+        "episode",
+        "user_statement",
+        {},
+        "Alps",
+    ),
+    (
+        "我和小王去西湖划船了",
+        "用户和小王去西湖划船",
+        "去西湖划船",
+        "user",
+        "episode",
+        "user_statement",
+        {},
+        "西湖",
+    ),
+    (
+        "You seem tired after the marathon",
+        "User seemed tired after the marathon",
+        "tired after the marathon",
+        "assistant",
+        "observation",
+        "assistant_expression",
+        {},
+        "marathon",
+    ),
+    (
+        "听到你升职了，我真为你高兴！",
+        "助手为用户升职感到高兴",
+        "我真为你高兴",
+        "assistant",
+        "emotion",
+        "assistant_expression",
+        {"emotion": {"label": "joy", "valence": 0.9, "arousal": 0.6}},
+        "升职",
+    ),
+]
 FADING_IDS = ["episode-en", "episode-zh", "observation", "emotion"]
 
 
@@ -574,8 +703,9 @@ async def test_old_episodes_show_their_authored_gist(
     query: str,
 ) -> None:
     gist = f"gist: {kind} 要点"
-    old = await derive(scope, event, text, quote, at=OLD, role=role, kind=kind, basis=basis,
-                       gist=gist, **extra)  # fmt: skip
+    old = await derive(
+        scope, event, text, quote, at=OLD, role=role, kind=kind, basis=basis, gist=gist, **extra
+    )
     item = await item_for(scope, query, old.id)
     assert (item.text, item.gist, item.coarse_time) == (gist, True, None)
     assert item.valid_at == old.valid_at
@@ -595,8 +725,9 @@ async def test_old_episodes_without_a_gist_show_a_labelled_topic_cue(
     extra: dict[str, object],
     query: str,
 ) -> None:
-    old = await derive(scope, event, text, quote, at=OLD, role=role, kind=kind, basis=basis,
-                       **extra)  # fmt: skip
+    old = await derive(
+        scope, event, text, quote, at=OLD, role=role, kind=kind, basis=basis, **extra
+    )
     item = await item_for(scope, query, old.id)
     assert item.text.startswith("[topic cue]")
     assert item.text != text
@@ -618,8 +749,18 @@ async def test_recent_episodes_stay_detailed(
     extra: dict[str, object],
     query: str,
 ) -> None:
-    recent = await derive(scope, event, text, quote, at=RECENT, role=role, kind=kind,
-                          basis=basis, gist="short gist", **extra)  # fmt: skip
+    recent = await derive(
+        scope,
+        event,
+        text,
+        quote,
+        at=RECENT,
+        role=role,
+        kind=kind,
+        basis=basis,
+        gist="short gist",
+        **extra,
+    )
     item = await item_for(scope, query, recent.id)
     assert (item.text, item.gist, item.coarse_time) == (text, False, None)
 
@@ -628,25 +769,53 @@ async def test_recent_episodes_stay_detailed(
 async def test_episodes_older_than_two_years_show_only_their_decade(
     scope: amem.Scope, at: str, decade: str
 ) -> None:
-    old = await derive(scope, "我和小王去西湖划船了", "用户和小王去西湖划船", "去西湖划船", at=at,
-                       kind="episode", gist="和朋友划船")  # fmt: skip
+    old = await derive(
+        scope,
+        "我和小王去西湖划船了",
+        "用户和小王去西湖划船",
+        "去西湖划船",
+        at=at,
+        kind="episode",
+        gist="和朋友划船",
+    )
     item = await item_for(scope, "西湖", old.id)
     assert (item.text, item.gist, item.coarse_time) == ("和朋友划船", True, decade)
 
 
 @pytest.mark.parametrize(
     ("kind", "role", "basis"),
-    [("fact", "user", "user_statement"), ("preference", "user", "user_statement"),
-     ("agreement", "assistant", "assistant_expression"), ("growth", "user", "user_statement")],
-)  # fmt: skip
+    [
+        ("fact", "user", "user_statement"),
+        ("preference", "user", "user_statement"),
+        ("agreement", "assistant", "assistant_expression"),
+        ("growth", "user", "user_statement"),
+    ],
+)
 async def test_facts_preferences_agreements_and_growth_never_fade(
     scope: amem.Scope, kind: str, role: str, basis: str
 ) -> None:
-    chinese = await derive(scope, "我们约定每周五复盘", "每周五一起复盘项目", "每周五复盘",
-                           at=ANCIENT, role=role, kind=kind, basis=basis, gist="复盘")  # fmt: skip
-    english = await derive(scope, "We review the sprint every Friday", "Sprint review every Friday",
-                           "every Friday", at=ANCIENT, role=role, kind=kind, basis=basis,
-                           gist="reviews")  # fmt: skip
+    chinese = await derive(
+        scope,
+        "我们约定每周五复盘",
+        "每周五一起复盘项目",
+        "每周五复盘",
+        at=ANCIENT,
+        role=role,
+        kind=kind,
+        basis=basis,
+        gist="复盘",
+    )
+    english = await derive(
+        scope,
+        "We review the sprint every Friday",
+        "Sprint review every Friday",
+        "every Friday",
+        at=ANCIENT,
+        role=role,
+        kind=kind,
+        basis=basis,
+        gist="reviews",
+    )
     for query, memory in (("复盘", chinese), ("Friday", english)):
         item = await item_for(scope, query, memory.id)
         assert (item.text, item.gist, item.coarse_time) == (memory.text, False, None)
@@ -654,8 +823,15 @@ async def test_facts_preferences_agreements_and_growth_never_fade(
 
 async def test_a_faded_memory_still_reads_in_full(scope: amem.Scope) -> None:
     event = "我和小王去西湖划船了，还吃了醋鱼"
-    old = await derive(scope, event, "用户和小王去西湖划船，还吃了醋鱼", "去西湖划船", at=ANCIENT,
-                       kind="episode", gist="划船")  # fmt: skip
+    old = await derive(
+        scope,
+        event,
+        "用户和小王去西湖划船，还吃了醋鱼",
+        "去西湖划船",
+        at=ANCIENT,
+        kind="episode",
+        gist="划船",
+    )
     assert (await item_for(scope, "西湖", old.id)).gist
     page = await scope.read(old.id)
     assert page.text == event
@@ -668,10 +844,17 @@ async def test_fading_windows_are_configurable(db_path: Path) -> None:
     async with amem.open(db_path, settings=windows) as mem:
         scope = mem.scope(persona="assistant", project="support")
         fresh, faded, coarse = [
-            await derive(scope, f"I went hiking day {n}", f"User hiked, day {n}", "hiking",
-                         at=at, kind="episode", gist=f"hike {n}")
+            await derive(
+                scope,
+                f"I went hiking day {n}",
+                f"User hiked, day {n}",
+                "hiking",
+                at=at,
+                kind="episode",
+                gist=f"hike {n}",
+            )
             for n, at in enumerate(["2026-05-25T00:00:00Z", "2026-05-17T00:00:00Z", RECENT])
-        ]  # fmt: skip
+        ]
         items = {item.id: item for item in (await scope.recall("hiking", as_of=AS_OF)).items}
     assert (items[fresh.id].gist, items[fresh.id].coarse_time) == (False, None)
     assert (items[faded.id].text, items[faded.id].coarse_time) == ("hike 1", None)
@@ -693,15 +876,26 @@ async def test_function_words_alone_are_no_evidence(
 
 
 async def test_an_amended_events_wording_is_no_search_key(scope: amem.Scope) -> None:
-    receipt = await scope.submit_event("I live in Paris and I like jazz", role="user",
-                                       occurred_at=RECENT)  # fmt: skip
+    receipt = await scope.submit_event(
+        "I live in Paris and I like jazz", role="user", occurred_at=RECENT
+    )
     home, jazz = await scope.add_memories(
         receipt.event_id,
-        [{"text": "User lives in Paris", "quote": "I live in Paris", "kind": "fact",
-          "basis": "user_statement"},
-         {"text": "User likes jazz", "quote": "I like jazz", "kind": "preference",
-          "basis": "user_statement"}],
-    )  # fmt: skip
+        [
+            {
+                "text": "User lives in Paris",
+                "quote": "I live in Paris",
+                "kind": "fact",
+                "basis": "user_statement",
+            },
+            {
+                "text": "User likes jazz",
+                "quote": "I like jazz",
+                "kind": "preference",
+                "basis": "user_statement",
+            },
+        ],
+    )
     await scope.correct(home.id, "User lives in Lyon")
     assert await found(scope, "Paris") == []
     assert await found(scope, "jazz") == [jazz.id]
@@ -711,8 +905,14 @@ async def test_old_episodes_get_a_decade_label_even_before_they_fade(db_path: Pa
     settings = amem.Settings(fade_after_days=5000, coarsen_after_days=730)
     async with amem.open(db_path, settings=settings) as mem:
         scope = mem.scope()
-        memory = await derive(scope, "We hiked Huangshan", "User hiked Huangshan",
-                              "hiked Huangshan", at=ANCIENT, kind="episode")  # fmt: skip
+        memory = await derive(
+            scope,
+            "We hiked Huangshan",
+            "User hiked Huangshan",
+            "hiked Huangshan",
+            at=ANCIENT,
+            kind="episode",
+        )
         item = await item_for(scope, "Huangshan", memory.id)
     assert (item.coarse_time, item.gist, item.text) == ("2010s", False, "User hiked Huangshan")
 
@@ -766,8 +966,12 @@ async def test_a_small_limit_returns_the_top_of_a_large_one(
         when = (datetime.fromisoformat(AS_OF) - timedelta(days=days[n])).isoformat()
         receipt = await scope.submit_event(text, role="user", occurred_at=when)
         if n in derived:  # some scopes have memories too, linked to each other
-            draft = {"text": f"User said {text}", "quote": text, "kind": "fact",
-                     "basis": "user_statement"}  # fmt: skip
+            draft = {
+                "text": f"User said {text}",
+                "quote": text,
+                "kind": "fact",
+                "basis": "user_statement",
+            }
             [memory] = await scope.add_memories(receipt.event_id, [draft])
             memories.append(memory.id)
     for first, second in itertools.pairwise(memories):
@@ -782,8 +986,10 @@ async def test_a_small_limit_returns_the_top_of_a_large_one(
 
 async def said(scope: amem.Scope, texts: list[str], *, at: str) -> list[str]:
     """Conversation events (no memories: each comes back as itself), all at ``at``; their IDs."""
-    entries = [{"event_id": f"e-{uuid.uuid4()}", "text": text, "role": "user",
-                "occurred_at": at} for text in texts]  # fmt: skip
+    entries = [
+        {"event_id": f"e-{uuid.uuid4()}", "text": text, "role": "user", "occurred_at": at}
+        for text in texts
+    ]
     await scope.capture_transcript(f"tests-{uuid.uuid4()}", entries)  # a cursor of its own
     return [str(entry["event_id"]) for entry in entries]
 

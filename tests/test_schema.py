@@ -43,10 +43,21 @@ async def test_a_new_file_is_at_the_current_version_in_wal_mode(db_path: Path) -
         assert value(db_path, "pragma journal_mode") == "wal"
     assert value(db_path, "pragma user_version") == SCHEMA_VERSION == 10
     tables = {
-        "events", "personas", "memories", "relations", "checkpoints", "vectors",
-        "vector_epochs", "erased_events", "scope_limits", "search_docs", "search_fts",
-        "capture_cursors", "scope_usage", "index_removals",
-    }  # fmt: skip
+        "events",
+        "personas",
+        "memories",
+        "relations",
+        "checkpoints",
+        "vectors",
+        "vector_epochs",
+        "erased_events",
+        "scope_limits",
+        "search_docs",
+        "search_fts",
+        "capture_cursors",
+        "scope_usage",
+        "index_removals",
+    }
     names = sqlite3.connect(db_path).execute("select name from sqlite_master").fetchall()
     assert tables <= {name for (name,) in names}
 
@@ -200,10 +211,12 @@ def test_every_letter_and_digit_is_one_token() -> None:
     alnum = [char for char in chars if char.isalnum()]
     conn.executemany("insert into t (rowid, x) values (?, ?)", enumerate(alnum))
     lost = [
-        char for n, char in enumerate(alnum)
-        if not conn.execute("select 1 from t where t match ? and rowid = ?",
-                            ('"' + char + '"', n)).fetchone()
-    ]  # fmt: skip
+        char
+        for n, char in enumerate(alnum)
+        if not conn.execute(
+            "select 1 from t where t match ? and rowid = ?", ('"' + char + '"', n)
+        ).fetchone()
+    ]
     assert lost == []
 
 

@@ -147,8 +147,12 @@ async def test_chinese_and_digits_are_not_stemmed(db_path: Path, scope: amem.Sco
 async def test_topic_cue_shows_the_words_not_their_stems(db_path: Path, scope: amem.Scope) -> None:
     said = "I studied Japanese grammars every evening"
     await scope.submit_event(said, role="user", event_id="study", session="s")
-    draft = {"text": "User studies Japanese grammars every evening", "quote": said,
-             "kind": "episode", "basis": "user_statement"}  # fmt: skip
+    draft = {
+        "text": "User studies Japanese grammars every evening",
+        "quote": said,
+        "kind": "episode",
+        "basis": "user_statement",
+    }
     await scope.add_memories("study", [draft])
     cue = value(db_path, "select cue_key from memories where event_id = 'study'")
     assert cue == "studies japanese grammars every evening"

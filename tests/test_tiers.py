@@ -38,8 +38,14 @@ async def note(
     the draft says otherwise)."""
     receipt = await scope.submit_event(text, role=role, event_id=event_id, session=session)
     basis = {"user": "user_statement", "assistant": "assistant_expression"}.get(role, "inference")
-    fields = {"text": text, "quote": text, "kind": "observation", "basis": basis,
-              "tier": "working", **draft}  # fmt: skip
+    fields = {
+        "text": text,
+        "quote": text,
+        "kind": "observation",
+        "basis": basis,
+        "tier": "working",
+        **draft,
+    }
     [memory] = await scope.add_memories(receipt.event_id, [fields])
     return memory
 
@@ -57,18 +63,33 @@ async def test_every_kind_has_a_default_tier_and_a_draft_may_name_one(
     text = "I moved to Hangzhou and I felt happy about the tea there"
     await scope.submit_event(text, role="user", event_id="e1")
     drafts: list[dict[str, Any]] = [
-        {"text": f"User moved to Hangzhou ({kind})", "quote": "I moved to Hangzhou", "kind": kind,
-         "basis": "user_statement"}
+        {
+            "text": f"User moved to Hangzhou ({kind})",
+            "quote": "I moved to Hangzhou",
+            "kind": kind,
+            "basis": "user_statement",
+        }
         for kind in ("fact", "preference", "agreement", "growth", "episode", "observation")
-    ]  # fmt: skip
-    drafts.append({"text": "check the tea shop list", "quote": "the tea there",
-                   "kind": "fact", "basis": "user_statement", "tier": "working"})  # fmt: skip
+    ]
+    drafts.append(
+        {
+            "text": "check the tea shop list",
+            "quote": "the tea there",
+            "kind": "fact",
+            "basis": "user_statement",
+            "tier": "working",
+        }
+    )
     records = await scope.add_memories("e1", drafts)
     tiers = {(r.kind, r.tier) for r in records[:-1]}
     assert tiers == {
-        ("fact", "profile"), ("preference", "profile"), ("agreement", "profile"),
-        ("growth", "profile"), ("episode", "episodic"), ("observation", "episodic"),
-    }  # fmt: skip
+        ("fact", "profile"),
+        ("preference", "profile"),
+        ("agreement", "profile"),
+        ("growth", "profile"),
+        ("episode", "episodic"),
+        ("observation", "episodic"),
+    }
     assert DEFAULT_TIERS["emotion"] == "episodic"
     working = records[-1]
     assert working.tier == "working"
@@ -132,8 +153,9 @@ async def test_a_correction_keeps_the_tier_pin_and_ttl(scope: amem.Scope) -> Non
 
 async def test_pinned_memories_enter_a_pack_first_whatever_the_query(scope: amem.Scope) -> None:
     pinned = await note(scope, "User never deploys on Fridays", tier=None, kind="preference")
-    others = [await note(scope, f"the log of run {n} shows a timeout in step {n}")
-              for n in range(30)]  # fmt: skip
+    others = [
+        await note(scope, f"the log of run {n} shows a timeout in step {n}") for n in range(30)
+    ]
     await scope.pin(pinned.id)
     await scope.pin(others[0].id)
     for query in ("timeout in step 7", None):
@@ -197,11 +219,21 @@ SCRATCH = "scratch: grep quokka9931 in the worker logs"
 async def test_consolidate_deletes_expired_working_notes_completely(db_path: Path) -> None:
     async with amem.open(db_path, settings=amem.Settings()) as mem:
         scope = mem.scope()
-        receipt = await scope.submit_event("look at the worker logs", role="user",
-                                           event_id="e1", session=SESSION)  # fmt: skip
-        [gone] = await scope.add_memories("e1", [{
-            "text": SCRATCH, "quote": "the worker logs", "kind": "observation",
-            "basis": "user_statement", "tier": "working"}])  # fmt: skip
+        receipt = await scope.submit_event(
+            "look at the worker logs", role="user", event_id="e1", session=SESSION
+        )
+        [gone] = await scope.add_memories(
+            "e1",
+            [
+                {
+                    "text": SCRATCH,
+                    "quote": "the worker logs",
+                    "kind": "observation",
+                    "basis": "user_statement",
+                    "tier": "working",
+                }
+            ],
+        )
         fresh = await note(scope, "a note stored later")
         lasting = await note(scope, "User likes wombats", tier=None, kind="preference")
         await scope.relate(gone.id, lasting.id)
@@ -253,9 +285,10 @@ async def test_restated_memories_move_up_a_tier(db_path: Path) -> None:
         twice = [await note(scope, "prefers  tabs", event_id=f"t{n}") for n in range(2)]
         thrice = [
             await note(scope, text, event_id=f"x{n}", kind="preference")
-            for n, text in enumerate(["User prefers dark mode", "User prefers dark  mode",
-                                      "User prefers dark mode"])
-        ]  # fmt: skip
+            for n, text in enumerate(
+                ["User prefers dark mode", "User prefers dark  mode", "User prefers dark mode"]
+            )
+        ]
         stated = [
             await note(scope, "I am vegetarian", event_id=f"v{n}", kind="fact", tier="episodic")
             for n in range(3)
@@ -265,10 +298,16 @@ async def test_restated_memories_move_up_a_tier(db_path: Path) -> None:
             for n in range(3)
         ]
         inferred = [
-            await note(scope, "User seems tired", event_id=f"i{n}", kind="fact",
-                       tier="episodic", role="system")
+            await note(
+                scope,
+                "User seems tired",
+                event_id=f"i{n}",
+                kind="fact",
+                tier="episodic",
+                role="system",
+            )
             for n in range(3)
-        ]  # fmt: skip
+        ]
         preview = await scope.consolidate(dry_run=True)
         done = await scope.consolidate()
         after = {m.id: m.tier for m in (await scope.list(limit=100)).items}
@@ -341,7 +380,10 @@ async def test_an_expired_correction_takes_its_whole_lineage_with_it(db_path: Pa
                 await scope.read(event_id)
         original = await scope.read("e1")
         assert (original.text, original.event.status, original.memories) == (
-            "the build uses node 18", "amended", [])  # fmt: skip
+            "the build uses node 18",
+            "amended",
+            [],
+        )
         assert (await scope.recall("numbat2025")).items == []
         checkpoint = await scope.checkpoint(SESSION)
         assert checkpoint is not None
@@ -527,8 +569,13 @@ async def test_mcp_tools_pin_consolidate_and_compact(anyio_backend: str, tmp_pat
         for n in range(4):
             text = f"scratch {n}: 检查第{n}个分片"
             await ok(s, "event_submit", text=text, role="user", event_id=f"w{n}", session=SESSION)
-            draft = {"text": text, "quote": text, "kind": "observation",
-                     "basis": "user_statement", "tier": "working"}  # fmt: skip
+            draft = {
+                "text": text,
+                "quote": text,
+                "kind": "observation",
+                "basis": "user_statement",
+                "tier": "working",
+            }
             added = await ok(s, "memory_add", event_id=f"w{n}", memories=[draft])
             assert added["memories"][0]["tier"] == "working"
             ids += added["memory_ids"]
@@ -571,8 +618,13 @@ def test_cli_pin_consolidate_and_compact_working(tmp_path: Path) -> None:
             ids = []
             for receipt in stored:
                 text = f"note {receipt['seq'] - 1}"
-                draft = {"text": text, "quote": text, "kind": "observation",
-                         "basis": "user_statement", "tier": "working"}  # fmt: skip
+                draft = {
+                    "text": text,
+                    "quote": text,
+                    "kind": "observation",
+                    "basis": "user_statement",
+                    "tier": "working",
+                }
                 [memory] = await scope.add_memories(receipt["event_id"], [draft])
                 ids.append(memory.id)
             return ids
@@ -583,8 +635,10 @@ def test_cli_pin_consolidate_and_compact_working(tmp_path: Path) -> None:
     assert "[working] [pinned]" in listed
     assert json.loads(cli_ok("pin", ids[0], "--unpin", *db, "--json"))["pinned"] is False
     preview = cli_ok("compact-working", SESSION, "--keep", "1", "--dry-run", *db)
-    assert preview.splitlines() == ["would fold 2 working notes; 1 stay",
-                                    "(dry run: nothing was changed)"]  # fmt: skip
+    assert preview.splitlines() == [
+        "would fold 2 working notes; 1 stay",
+        "(dry run: nothing was changed)",
+    ]
     folded = json.loads(cli_ok("compact-working", SESSION, "--keep", "1", *db, "--json"))
     assert folded["folded"] == ids[:2]
     again = cli_ok("compact-working", SESSION, "--keep", "1", *db)

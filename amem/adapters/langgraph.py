@@ -114,8 +114,13 @@ class AmemStore(BaseStore):
         if not events:
             return None
         event = events[0]
-        return Item(value=await self._value(namespace, event), key=key, namespace=namespace,
-                    created_at=event.occurred_at, updated_at=event.occurred_at)  # fmt: skip
+        return Item(
+            value=await self._value(namespace, event),
+            key=key,
+            namespace=namespace,
+            created_at=event.occurred_at,
+            updated_at=event.occurred_at,
+        )
 
     async def _put(self, op: PutOp) -> None:
         if op.ttl is not None:
@@ -129,19 +134,28 @@ class AmemStore(BaseStore):
         # once the new value is being written the put runs to its end, so a cancelled
         # caller never leaves two values of one key (the newest would still win reads)
         with anyio.CancelScope(shield=True):
-            await scope.submit_event(text, role=self.role, event_id=f"lg_{uuid.uuid4().hex}",
-                                     session=op.key, category=category)  # fmt: skip
+            await scope.submit_event(
+                text,
+                role=self.role,
+                event_id=f"lg_{uuid.uuid4().hex}",
+                session=op.key,
+                category=category,
+            )
             for event in older:
                 with contextlib.suppress(amem.NotFound):  # a concurrent put erased it
                     await scope.delete(event_id=event.id)
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
         wanted = op.offset + op.limit
-        namespaces = [ns for ns in await self._namespaces()
-                      if ns[: len(op.namespace_prefix)] == op.namespace_prefix]  # fmt: skip
+        namespaces = [
+            ns
+            for ns in await self._namespaces()
+            if ns[: len(op.namespace_prefix)] == op.namespace_prefix
+        ]
         if op.query is None:
-            found = [found for ns in namespaces
-                     for found in await self._latest(ns, op.filter, wanted)]  # fmt: skip
+            found = [
+                found for ns in namespaces for found in await self._latest(ns, op.filter, wanted)
+            ]
             found.sort(key=lambda pair: pair[0], reverse=True)
             return [item for _, item in found][op.offset : wanted]
         hits: list[tuple[float, tuple[str, ...], str]] = []
@@ -199,8 +213,11 @@ class AmemStore(BaseStore):
 
     async def _namespaces(self) -> list[tuple[str, ...]]:
         """The namespace of every project of the persona that stores something."""
-        return [tuple(s.project.split(".")) for s in await self.memory.scopes()
-                if s.persona == self.persona]  # fmt: skip
+        return [
+            tuple(s.project.split("."))
+            for s in await self.memory.scopes()
+            if s.persona == self.persona
+        ]
 
     async def _key_events(
         self, scope: amem.Scope, key: str, *, most: int | None = None
@@ -233,8 +250,7 @@ class AmemStore(BaseStore):
 
 
 def search_item(item: Item, score: float) -> SearchItem:
-    return SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at,
-                      score)  # fmt: skip
+    return SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at, score)
 
 
 def fits(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
@@ -264,7 +280,11 @@ def meets(value: Any, wanted: Any) -> bool:
 
 
 ORDERINGS: dict[str, Callable[[float, float], bool]] = {
-    "$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}  # fmt: skip
+    "$gt": operator.gt,
+    "$gte": operator.ge,
+    "$lt": operator.lt,
+    "$lte": operator.le,
+}
 
 
 def compare(value: Any, op: str, operand: Any) -> bool:

@@ -115,8 +115,11 @@ class AmemSession:
 
     def _entry(self, item: TResponseInputItem) -> dict[str, Any]:
         """The ``host_ingest`` entry that stores ``item`` so ``decode`` gives it back."""
-        entry = {"event_id": f"oai_{uuid.uuid4().hex}", "session": self.session_id,
-                 "source": SOURCE}  # fmt: skip
+        entry = {
+            "event_id": f"oai_{uuid.uuid4().hex}",
+            "session": self.session_id,
+            "source": SOURCE,
+        }
         fields = cast(dict[str, Any], item)
         if is_plain_message(fields):
             return entry | {"text": fields["content"], "role": fields["role"]}
@@ -130,8 +133,9 @@ class AmemSession:
         cursor = None
         while True:
             most = MAX_LIST_LIMIT if count is None else min(MAX_LIST_LIMIT, count - len(found))
-            page = await self.scope.list("events", session=self.session_id, cursor=cursor,
-                                         limit=most)  # fmt: skip
+            page = await self.scope.list(
+                "events", session=self.session_id, cursor=cursor, limit=most
+            )
             for event in cast(list[amem.ListedEvent], page.items):
                 if event.category in ITEM_CATEGORIES:
                     text = await self._whole_text(event) if event.truncated else event.text

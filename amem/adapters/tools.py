@@ -73,8 +73,11 @@ def memory_tools(
 
 def recalled(item: amem.RecallItem) -> dict[str, Any]:
     """What a model needs of one recall item, without empty fields."""
-    shown: dict[str, Any] = {"id": item.id, "text": item.text,
-                             "when": item.occurred_at.isoformat(timespec="seconds")}  # fmt: skip
+    shown: dict[str, Any] = {
+        "id": item.id,
+        "text": item.text,
+        "when": item.occurred_at.isoformat(timespec="seconds"),
+    }
     if item.kind is not None:
         shown["kind"] = item.kind
     if item.truncated:

@@ -613,9 +613,12 @@ async def run_inspect(args: argparse.Namespace) -> int:
         print(f"amem inspect: serving {path} read-only at {url} (Ctrl-C stops)", file=sys.stderr)
 
     await serve(
-        create_app(path, settings), port=args.port, path=start, announce=announce,
+        create_app(path, settings),
+        port=args.port,
+        path=start,
+        announce=announce,
         open_browser=args.open,
-    )  # fmt: skip
+    )
     return 0
 
 
@@ -1034,8 +1037,15 @@ async def run_list(args: argparse.Namespace) -> int:
     if args.what not in ("memories", "events", "scopes"):  # checked here: argparse echoes it
         raise InvalidInput("WHAT must be memories, events or scopes")
     if args.what == "scopes":
-        filters = (args.kinds, args.roles, args.session, args.since, args.until, args.cursor,
-                   args.tier)  # fmt: skip
+        filters = (
+            args.kinds,
+            args.roles,
+            args.session,
+            args.since,
+            args.until,
+            args.cursor,
+            args.tier,
+        )
         if any(value is not None for value in filters) or args.revoked or args.expired:
             raise InvalidInput("'amem list scopes' takes no filters and no cursor")
         async with opened(args) as (memory, _):

@@ -28,56 +28,114 @@ PERSONA_TEXT: Final = "You are 小助手, a warm, concise bilingual assistant."
 # Hangzhou), a book named only inside Chinese compounds, a preference, and a phone number
 # the user later asks to delete.
 SAMPLE_CONVERSATION: Final[tuple[tuple[str, str, str, str], ...]] = (
-    ("demo-1", "user", "2026-01-05T09:00:00+08:00",
-     "Hi! I just moved to Beijing for a new job at a robotics startup."),
-    ("demo-2", "assistant", "2026-01-05T09:00:20+08:00",
-     "Congratulations on the move! Beijing winters are cold, so pack a warm coat."),
-    ("demo-3", "user", "2026-03-10T21:15:00+08:00",
-     "我最近在读一本书，叫《三体》，非常好看。"),
-    ("demo-4", "assistant", "2026-03-10T21:15:30+08:00",
-     "太好了，我真为你高兴！《三体》是很棒的科幻小说。"),
-    ("demo-5", "user", "2026-06-02T08:30:00+08:00",
-     "Update: the startup relocated, so I live in Shanghai now."),
-    ("demo-6", "user", "2026-06-02T08:31:00+08:00",
-     "My spare phone number is 555-0199, keep it in case you need it."),
-    ("demo-7", "user", "2026-09-15T19:00:00+08:00",
-     "我又搬家了，现在住在杭州，离西湖很近。"),
-    ("demo-8", "assistant", "2026-09-15T19:00:40+08:00",
-     "杭州很美！周末可以去西湖边散步。"),
-    ("demo-9", "user", "2026-11-28T10:00:00+08:00",
-     "I prefer tea over coffee these days, especially 龙井. Let's plan a weekend trip."),
-)  # fmt: skip
+    (
+        "demo-1",
+        "user",
+        "2026-01-05T09:00:00+08:00",
+        "Hi! I just moved to Beijing for a new job at a robotics startup.",
+    ),
+    (
+        "demo-2",
+        "assistant",
+        "2026-01-05T09:00:20+08:00",
+        "Congratulations on the move! Beijing winters are cold, so pack a warm coat.",
+    ),
+    ("demo-3", "user", "2026-03-10T21:15:00+08:00", "我最近在读一本书，叫《三体》，非常好看。"),
+    (
+        "demo-4",
+        "assistant",
+        "2026-03-10T21:15:30+08:00",
+        "太好了，我真为你高兴！《三体》是很棒的科幻小说。",
+    ),
+    (
+        "demo-5",
+        "user",
+        "2026-06-02T08:30:00+08:00",
+        "Update: the startup relocated, so I live in Shanghai now.",
+    ),
+    (
+        "demo-6",
+        "user",
+        "2026-06-02T08:31:00+08:00",
+        "My spare phone number is 555-0199, keep it in case you need it.",
+    ),
+    ("demo-7", "user", "2026-09-15T19:00:00+08:00", "我又搬家了，现在住在杭州，离西湖很近。"),
+    ("demo-8", "assistant", "2026-09-15T19:00:40+08:00", "杭州很美！周末可以去西湖边散步。"),
+    (
+        "demo-9",
+        "user",
+        "2026-11-28T10:00:00+08:00",
+        "I prefer tea over coffee these days, especially 龙井. Let's plan a weekend trip.",
+    ),
+)
 
 
 def residence(city: str, quote: str) -> dict[str, Any]:
-    return {"text": f"User lives in {city}", "quote": quote, "kind": "fact",
-            "basis": "user_statement", "subject": "user", "fact_key": "residence"}  # fmt: skip
+    return {
+        "text": f"User lives in {city}",
+        "quote": quote,
+        "kind": "fact",
+        "basis": "user_statement",
+        "subject": "user",
+        "fact_key": "residence",
+    }
 
 
 # The memories a host's model would derive, keyed by event ID.
 SAMPLE_MEMORIES: Final[dict[str, list[dict[str, Any]]]] = {
     "demo-1": [
         residence("Beijing", "I just moved to Beijing"),
-        {"text": "User works at a robotics startup", "quote": "a new job at a robotics startup",
-         "kind": "fact", "basis": "user_statement"},
+        {
+            "text": "User works at a robotics startup",
+            "quote": "a new job at a robotics startup",
+            "kind": "fact",
+            "basis": "user_statement",
+        },
     ],
-    "demo-3": [{"text": "用户在读《三体》", "quote": "我最近在读一本书，叫《三体》",
-                "kind": "episode", "basis": "user_statement", "gist": "读《三体》"}],
-    "demo-4": [{"text": "Assistant was glad about the user's book", "quote": "我真为你高兴",
-                "kind": "emotion", "basis": "assistant_expression",
-                "emotion": {"label": "joy", "valence": 0.8, "arousal": 0.5}}],
+    "demo-3": [
+        {
+            "text": "用户在读《三体》",
+            "quote": "我最近在读一本书，叫《三体》",
+            "kind": "episode",
+            "basis": "user_statement",
+            "gist": "读《三体》",
+        }
+    ],
+    "demo-4": [
+        {
+            "text": "Assistant was glad about the user's book",
+            "quote": "我真为你高兴",
+            "kind": "emotion",
+            "basis": "assistant_expression",
+            "emotion": {"label": "joy", "valence": 0.8, "arousal": 0.5},
+        }
+    ],
     # the extractor misheard this one: the correction below fixes it
     "demo-5": [residence("Shenzhen", "I live in Shanghai now")],
-    "demo-6": [{"text": "User's spare phone number is 555-0199", "quote": "555-0199",
-                "kind": "fact", "basis": "user_statement"}],
+    "demo-6": [
+        {
+            "text": "User's spare phone number is 555-0199",
+            "quote": "555-0199",
+            "kind": "fact",
+            "basis": "user_statement",
+        }
+    ],
     "demo-7": [residence("Hangzhou", "现在住在杭州")],
     "demo-9": [
-        {"text": "User prefers tea, especially Longjing (龙井)",
-         "quote": "I prefer tea over coffee", "kind": "preference", "basis": "user_statement"},
-        {"text": "Plan a weekend trip together", "quote": "Let's plan a weekend trip",
-         "kind": "agreement", "basis": "user_statement"},
+        {
+            "text": "User prefers tea, especially Longjing (龙井)",
+            "quote": "I prefer tea over coffee",
+            "kind": "preference",
+            "basis": "user_statement",
+        },
+        {
+            "text": "Plan a weekend trip together",
+            "quote": "Let's plan a weekend trip",
+            "kind": "agreement",
+            "basis": "user_statement",
+        },
     ],
-}  # fmt: skip
+}
 
 
 async def demo(memory: Memory, path: Path) -> None:

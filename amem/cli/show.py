@@ -35,9 +35,16 @@ def one_line(text: str) -> str:
 
 
 def memory_line(item: ListedMemory) -> str:
-    flags = "".join(f" [{flag}]" for flag, on in (("expired", item.expired),
-                    ("revoked", item.revoked), ("working", item.tier == "working"),
-                    ("pinned", item.pinned)) if on)  # fmt: skip
+    flags = "".join(
+        f" [{flag}]"
+        for flag, on in (
+            ("expired", item.expired),
+            ("revoked", item.revoked),
+            ("working", item.tier == "working"),
+            ("pinned", item.pinned),
+        )
+        if on
+    )
     when = item.valid_at.date().isoformat()
     return f"{when}  {item.kind:<11} {item.role:<9} {one_line(item.text)}{flags}  ({item.id})"
 

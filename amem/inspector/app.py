@@ -121,10 +121,18 @@ def create_app(path: Path, settings: Settings) -> Starlette:
             more = len(found) > shown and shown < MAX_RECALL_LIMIT
             items = found[shown - size : shown]
         body = html.search(
-            persona, project, path=str(path), query=text or "", as_of=as_of_text,
-            history=history, items=items, first_rank=(page - 1) * size + 1, limit=size,
-            page=page, more=more,
-        )  # fmt: skip
+            persona,
+            project,
+            path=str(path),
+            query=text or "",
+            as_of=as_of_text,
+            history=history,
+            items=items,
+            first_rank=(page - 1) * size + 1,
+            limit=size,
+            page=page,
+            more=more,
+        )
         return page_response(body)
 
     async def memory(request: Request) -> Response:

@@ -224,8 +224,18 @@ def event_row(e: ListedEvent, persona: str, project: str) -> list[str]:
     ]
 
 
-RESULT_HEADINGS = ("#", "score", "text", "kind", "lexical", "semantic", "link", "basis",
-                   "confidence", "freshness")  # fmt: skip
+RESULT_HEADINGS = (
+    "#",
+    "score",
+    "text",
+    "kind",
+    "lexical",
+    "semantic",
+    "link",
+    "basis",
+    "confidence",
+    "freshness",
+)
 
 
 def search(
@@ -263,8 +273,14 @@ def search(
             if rows
             else "<p>No evidence for this query: nothing is returned.</p>"
         )
-        params = {"persona": persona, "project": project, "q": query, "as_of": as_of,
-                  "history": "1" if history else None, "limit": limit}  # fmt: skip
+        params = {
+            "persona": persona,
+            "project": project,
+            "q": query,
+            "as_of": as_of,
+            "history": "1" if history else None,
+            "limit": limit,
+        }
         body += pager(
             href("/search", **params) if page > 1 else None,
             href("/search", **params, page=page + 1) if more else None,
@@ -285,9 +301,11 @@ def result_row(rank: int, item: RecallItem, persona: str, project: str) -> list[
         f'<span class="num">{item.score:.3f}</span>',
         link(href(target, persona=persona, project=project, id=item.id), item.text) + flags,
         escape(item.kind or "event"),
-        *(f'<span class="num">{part:.3f}</span>'
-          for part in (c.lexical, c.semantic, c.link, c.basis, c.confidence, c.freshness)),
-    ]  # fmt: skip
+        *(
+            f'<span class="num">{part:.3f}</span>'
+            for part in (c.lexical, c.semantic, c.link, c.basis, c.confidence, c.freshness)
+        ),
+    ]
 
 
 def memory(detail: MemoryDetail, graph: Graph, *, path: str) -> str:
@@ -310,11 +328,19 @@ def memory(detail: MemoryDetail, graph: Graph, *, path: str) -> str:
         ("quote", escape(m.quote)),
         ("gist", escape(m.gist or "")),
         ("created", escape(when(m.created_at))),
-        ("revoked", escape(when(detail.revoked_at, "no")) + (
-            f" ({escape(detail.revoke_reason)})" if detail.revoke_reason else "")),
-        ("source event", link(href("/event", persona=persona, project=project, id=source.id),
-                              f"{source.id} ({source.role}, {source.category}, {source.status})")),
-    ]  # fmt: skip
+        (
+            "revoked",
+            escape(when(detail.revoked_at, "no"))
+            + (f" ({escape(detail.revoke_reason)})" if detail.revoke_reason else ""),
+        ),
+        (
+            "source event",
+            link(
+                href("/event", persona=persona, project=project, id=source.id),
+                f"{source.id} ({source.role}, {source.category}, {source.status})",
+            ),
+        ),
+    ]
     names = {node.id: node.text for node in graph.nodes}
     links = [
         (
@@ -366,7 +392,7 @@ def event(evidence: Evidence, *, path: str, limit: int) -> str:
         ("status", escape(e.status)),
         ("extraction error", f'<span class="error">{escape(e.error or "")}</span>'),
         ("characters", str(evidence.total_chars)),
-    ]  # fmt: skip
+    ]
     derived = [
         (link(href("/memory", persona=persona, project=project, id=m.id), m.text), escape(m.kind))
         for m in evidence.memories

@@ -79,9 +79,18 @@ def decode_scope_cursor(cursor: str) -> tuple[str, str]:
 def events_query(limit: int, now: datetime) -> ListQuery:
     """Every event of a scope, newest first."""
     return ListQuery(
-        what="events", kinds=None, roles=None, session=None, since=None, until=None,
-        include_revoked=False, include_expired=False, tier=None, limit=limit, now=db_time(now),
-    )  # fmt: skip
+        what="events",
+        kinds=None,
+        roles=None,
+        session=None,
+        since=None,
+        until=None,
+        include_revoked=False,
+        include_expired=False,
+        tier=None,
+        limit=limit,
+        now=db_time(now),
+    )
 
 
 def memories_query(limit: int, now: datetime, as_of: datetime | None) -> ListQuery:
@@ -91,11 +100,18 @@ def memories_query(limit: int, now: datetime, as_of: datetime | None) -> ListQue
     precision of stored times, makes ``valid_at <= as_of``."""
     everything = as_of is None
     return ListQuery(
-        what="memories", kinds=None, roles=None, session=None, since=None,
+        what="memories",
+        kinds=None,
+        roles=None,
+        session=None,
+        since=None,
         until=None if as_of is None else db_time(as_of + ONE_MICROSECOND),
-        include_revoked=everything, include_expired=everything, tier=None, limit=limit,
+        include_revoked=everything,
+        include_expired=everything,
+        tier=None,
+        limit=limit,
         now=db_time(now if as_of is None else as_of),
-    )  # fmt: skip
+    )
 
 
 def listing_page(

@@ -222,8 +222,10 @@ def near_limits(conn: sqlite3.Connection) -> tuple[int, list[NearLimit]]:
     limited, near = 0, []
     for persona, project, max_events, max_bytes, events, text_bytes in conn.execute(SELECT_LIMITED):
         limited += 1
-        for what, used, limit in (("events", events, max_events),
-                                  ("bytes of text", text_bytes, max_bytes)):  # fmt: skip
+        for what, used, limit in (
+            ("events", events, max_events),
+            ("bytes of text", text_bytes, max_bytes),
+        ):
             if limit is not None and used >= NEAR_LIMIT * limit:
                 near.append(NearLimit(persona, project, what, used, limit))
     return limited, near
@@ -241,8 +243,9 @@ def usage_drift(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     stored = {
         tuple(row[:2]): tuple(row[2:]) for row in conn.execute(SELECT_ALL_USAGE) if any(row[2:])
     }
-    return sorted(scope for scope in counted.keys() | stored.keys()
-                  if counted.get(scope) != stored.get(scope))  # fmt: skip
+    return sorted(
+        scope for scope in counted.keys() | stored.keys() if counted.get(scope) != stored.get(scope)
+    )
 
 
 def recount_usage(conn: sqlite3.Connection) -> None:

@@ -54,9 +54,18 @@ class ListQuery:
 
     def digest(self, persona: str, project: str) -> str:
         """Names the scope and filters (not the page size or time) a cursor belongs to."""
-        filters = [persona, project, self.what, sorted(self.kinds or ()),
-                   sorted(self.roles or ()), self.session, self.since, self.until,
-                   self.include_revoked, self.include_expired]  # fmt: skip
+        filters = [
+            persona,
+            project,
+            self.what,
+            sorted(self.kinds or ()),
+            sorted(self.roles or ()),
+            self.session,
+            self.since,
+            self.until,
+            self.include_revoked,
+            self.include_expired,
+        ]
         if self.tier is not None:  # only then: cursors made before tiers existed still hold
             filters.append(self.tier)
         data = json.dumps(filters, ensure_ascii=False).encode()
@@ -197,8 +206,24 @@ def list_items(
 
 
 def listed_memory(row: tuple[Any, ...]) -> ListedMemory:
-    (_, memory_id, text, kind, basis, subject, fact_key, valid_at, invalid_at, event_id,
-     role, session, revoked, expired, tier, pinned) = row  # fmt: skip
+    (
+        _,
+        memory_id,
+        text,
+        kind,
+        basis,
+        subject,
+        fact_key,
+        valid_at,
+        invalid_at,
+        event_id,
+        role,
+        session,
+        revoked,
+        expired,
+        tier,
+        pinned,
+    ) = row
     fields: Mapping[str, Any] = {
         "id": memory_id,
         "text": text,

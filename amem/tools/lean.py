@@ -69,10 +69,25 @@ def lean_node(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return lean
 
 
-RECALL_SHOWN = frozenset({
-    "id", "text", "role", "kind", "score", "valid_at", "invalid_at", "expired",
-    "occurrences", "merged_ids", "gist", "coarse_time", "raw_fallback", "truncated", "pinned",
-})  # fmt: skip
+RECALL_SHOWN = frozenset(
+    {
+        "id",
+        "text",
+        "role",
+        "kind",
+        "score",
+        "valid_at",
+        "invalid_at",
+        "expired",
+        "occurrences",
+        "merged_ids",
+        "gist",
+        "coarse_time",
+        "raw_fallback",
+        "truncated",
+        "pinned",
+    }
+)
 """The item fields a recall shows without ``explain`` (when set); besides them, ``basis``
 when it is ``inference`` (nobody said it), and ``occurred_at`` for a raw message (which
 has no ``valid_at``)."""

@@ -529,8 +529,10 @@ def bad_arguments(tool: Tool, exc: ValidationError) -> InvalidInput:
     takes: persona and project among them, which ``tools/list`` does not show."""
     fields = tool.args.model_fields.keys() | DRAFT_FIELDS
     error = refused(exc, fields, "bad arguments", name_unknown=True)
-    if any(problem["type"] == "extra_forbidden" and len(problem["loc"]) == 1
-           for problem in exc.errors()):  # fmt: skip
+    if any(
+        problem["type"] == "extra_forbidden" and len(problem["loc"]) == 1
+        for problem in exc.errors()
+    ):
         own = [name for name in tool.args.model_fields if name not in Args.model_fields]
         takes = ", ".join([*own, *Args.model_fields])
         return InvalidInput(f"{error.message}; {tool.name} takes: {takes}", code=error.code)
