@@ -6,7 +6,6 @@ Every check raises ``InvalidInput`` naming the field, never echoing the value.
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -128,21 +127,6 @@ def parse_time(value: object, field: str) -> datetime:
         raise InvalidInput(
             f"{field} is outside the years 1 to 9999 in UTC", code="invalid_time"
         ) from None
-
-
-class NestedTooDeep(ValueError):
-    """A JSON text nested deeper than Python's parser goes."""
-
-
-def parse_json(data: str | bytes, **options: Any) -> Any:
-    """``json.loads`` of outside input (a transcript line, a request, a cursor): whatever
-    is wrong with it is a ``ValueError``: not UTF-8, not JSON, or nested too deep
-    (``NestedTooDeep``: the parser's ``RecursionError``, which every caller would otherwise
-    have to know about). ``options`` go to ``json.loads``."""
-    try:
-        return json.loads(data, **options)
-    except RecursionError:
-        raise NestedTooDeep("the JSON text is nested too deep") from None
 
 
 PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")

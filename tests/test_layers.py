@@ -15,7 +15,17 @@ import pytest
 AMEM = Path(__file__).resolve().parent.parent / "amem"
 
 LAYERS: list[set[str]] = [
-    {"errors", "limits", "prompt", "config", "models", "tokens", "reads", "version"},  # values
+    {
+        "errors",
+        "limits",
+        "prompt",
+        "config",
+        "models",
+        "tokens",
+        "reads",
+        "version",
+        "json_input",
+    },  # values
     {"db"},  # SQLite: drivers, schema, the writer actor, times
     {"inputs"},  # checking what callers pass
     {"llm"},  # HTTP clients of the models: embeddings, extraction, the local embedder

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ValidationError
 from ..config import Settings
 from ..errors import AmemError, InvalidInput
 from ..hosts import claude_code
-from ..inputs import parse_json, validation_problems
+from ..inputs import validation_problems
+from ..json_input import parse_json
 from ..limits import (
     CAPTURE_SECONDS,
     DEFAULT_KEEP_NOTES,
@@ -715,8 +716,12 @@ async def run_serve(args: argparse.Namespace) -> int:
     from ..server import serve  # the MCP SDK is only imported by the server
 
     serve.configure_logging(getattr(__import__("logging"), args.log_level))
-    settings = settings_for(args)
-    await serve.serve(database_path(args, settings), settings)
+
+    def configure() -> tuple[Path, Settings]:
+        settings = settings_for(args)
+        return database_path(args, settings), settings
+
+    await serve.serve(configure)
     return 0
 
 

@@ -58,7 +58,8 @@ import anyio
 import anyio.to_thread
 
 from ..errors import Conflict, InvalidInput
-from ..inputs import parse_json, parse_time
+from ..inputs import parse_time
+from ..json_input import parse_json
 from ..limits import (
     MAX_EVENT_CHARS,
     MAX_HOOK_INPUT_BYTES,

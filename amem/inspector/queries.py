@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from ..db.times import db_time, from_db_time
 from ..errors import InvalidInput, NotFound
-from ..inputs import parse_json
+from ..json_input import parse_json
 from ..models import Event, Listing, MemoryRecord, ScopeSummary
 from ..store.capacity import SCOPE_SUMMARIES, STORED_SCOPE
 from ..store.events import event_model, load_stored

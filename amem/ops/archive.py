@@ -49,7 +49,8 @@ from ..db.in_lists import literals
 from ..db.schema import SCHEMA_VERSION
 from ..db.times import db_time
 from ..errors import StorageError
-from ..inputs import NestedTooDeep, parse_json, parse_time, validation_problems
+from ..inputs import parse_time, validation_problems
+from ..json_input import NestedTooDeep, parse_json
 from ..limits import MAX_ARCHIVE_LINE_CHARS, MAX_EVENT_CHARS
 from ..models import DEFAULT_TIERS, Basis, Category, EventStatus, MemoryKind, MemoryTier, Role
 from ..store.checkpoints import JSON_COLUMNS

@@ -1,8 +1,11 @@
-"""``amem serve``: the MCP stdio server. One ``Memory`` per process, owned by ``serve``;
-every tool of ``tools.table`` is listed and called through the JSON-RPC session
-(``session``), each call answered as MCP's ``CallToolResult``. stdout is the JSON-RPC wire
+"""``amem serve``: the MCP stdio server. One ``Memory`` per process, opened by
+``tools.open_tools`` once ``initialize`` is answered; every tool of ``tools.table`` is
+listed and called through the JSON-RPC session (``session``). stdout is the JSON-RPC wire
 and nothing else: ``serve`` points file descriptor 1 at stderr before anything can print,
 and gives the transport a private copy of the real stdout.
+
+This module and the session import neither pydantic, numpy nor the database: a client's
+``initialize`` is answered while they load.
 """
 
 from __future__ import annotations
@@ -10,48 +13,44 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from ..config import Settings
-from ..errors import AmemError
-from ..memory import open as open_memory
-from ..tools.table import INSTRUCTIONS, TOOLS, Served, encode, run, tool_schema
+from ..tools.instructions import INSTRUCTIONS
 from ..version import __version__
 from . import session
 from .logs import StderrHandler
-from .session import ServerInfo
+
+if TYPE_CHECKING:
+    from ..config import Settings
+
+SERVER = session.ServerInfo("amem", __version__, INSTRUCTIONS)
+
+Configure = Callable[[], tuple[Path, "Settings"]]
+"""Gives the database file and the settings (reading them loads pydantic)."""
 
 
-async def call(served: Served, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-    """One call of the tool ``name`` (the session answers unknown names itself), answered
-    as a ``CallToolResult`` in JSON."""
-    try:
-        result = await run(served, TOOLS[name], arguments)
-    except AmemError as error:
-        return tool_error(error)
-    return tool_result(encode(result))
-
-
-def tool_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "isError": is_error}
-
-
-def tool_error(error: AmemError) -> dict[str, Any]:
-    return tool_result(f"{error.code}: {error.message}", is_error=True)
-
-
-async def serve(path: Path, settings: Settings) -> None:
-    """Speak MCP on stdin/stdout until stdin closes; stdout carries JSON-RPC only."""
+async def serve(configure: Configure) -> None:
+    """Speak MCP on stdin/stdout until stdin closes; stdout carries JSON-RPC only. A
+    failure to configure or open the database is raised as itself."""
     wire = protect_stdout()
-    async with open_memory(path, settings=settings) as memory:
-        served = Served(memory, settings.default_persona, settings.default_project)
-        tools = [tool_schema(tool) for tool in TOOLS.values()]
-        server = ServerInfo(
-            "amem", __version__, INSTRUCTIONS, tools, partial(call, served), memory.stop_reads
-        )
-        await session.serve(server, sys.stdin.fileno(), wire.fileno())
+    try:
+        await session.serve(SERVER, partial(tools, configure), sys.stdin.fileno(), wire.fileno())
+    except BaseExceptionGroup as group:  # the task group's: one failure, raised as itself
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+@asynccontextmanager
+async def tools(configure: Configure) -> AsyncIterator[session.Tools]:
+    from .tools import open_tools  # the database, pydantic and numpy load here
+
+    async with open_tools(*configure()) as ready:
+        yield ready
 
 
 def protect_stdout() -> BinaryIO:

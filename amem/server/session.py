@@ -3,11 +3,16 @@
 amem is a tools-only server, so it answers the few methods such a server has itself:
 ``initialize``, ``ping``, ``tools/list`` and ``tools/call``, and the ``initialized`` and
 ``cancelled`` notifications; any other method is ``Method not found``. Messages stay plain
-dicts from ``inputs.parse_json`` to ``json.dumps``. The SDK's server session validates each
+dicts from ``json_input.parse_json`` to ``json.dumps``. The SDK's server session validates each
 message against the protocol's whole pydantic union, then passes it through memory
 streams and a new task: about 180 µs of event-loop time per message, more than storing
 an event costs. The protocol revisions amem speaks are its own reviewed list
-(``PROTOCOL_VERSIONS``); error codes come from the SDK (1.x line).
+(``PROTOCOL_VERSIONS``); error codes are JSON-RPC 2.0's own.
+
+The session answers as soon as it starts: ``initialize`` and ``ping`` need nothing but
+``ServerInfo``. The tools arrive once the database is open (``Tools``, from ``backend``,
+opened after ``initialize`` is answered, or ``GREETING_SECONDS`` after the start if it
+has not come): a ``tools/list`` or ``tools/call`` that comes before waits for them.
 
 Requests are answered in the order they finish. A request cancelled by the client
 (``notifications/cancelled``) gets no answer; a write it started still commits. At end
@@ -26,14 +31,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 import anyio
 import anyio.abc
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
-from ..inputs import parse_json
+from ..json_input import parse_json
 from . import stdio
 
 log = logging.getLogger("amem")
@@ -61,6 +66,16 @@ STOP_SECONDS = 5.0
 to answer; a read stops within milliseconds, a write commits with its batch."""
 MAX_RUNNING = 256
 """Tool calls run at once; past it, stdin is read only as calls finish."""
+GREETING_SECONDS = 0.5
+"""How long the tools wait for ``initialize`` to be answered before they are loaded
+anyway (loading them holds the event loop for about half a second)."""
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+"""JSON-RPC 2.0's error codes (its specification, section 5.1), which MCP uses."""
 
 RequestId = int | str
 Message = dict[str, Any]
@@ -69,9 +84,15 @@ ToolCall = Callable[[str, dict[str, Any] | None], Awaitable[Message]]
 
 @dataclass(frozen=True)
 class ServerInfo:
+    """What ``initialize`` answers."""
+
     name: str
     version: str
     instructions: str
+
+
+@dataclass(frozen=True)
+class Tools:
     tools: list[Message]
     """``tools/list`` entries, as JSON."""
     call: ToolCall
@@ -80,21 +101,49 @@ class ServerInfo:
     """Interrupts the reads still running, which then answer with an error."""
 
 
-async def serve(server: ServerInfo, stdin_fd: int, wire_fd: int) -> None:
-    """Answer MCP requests read from ``stdin_fd`` on ``wire_fd`` until end of input."""
+class Refused(Exception):
+    """A request answered with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+async def serve(
+    server: ServerInfo,
+    backend: Callable[[], AbstractAsyncContextManager[Tools]],
+    stdin_fd: int,
+    wire_fd: int,
+) -> None:
+    """Answer MCP requests read from ``stdin_fd`` on ``wire_fd`` until end of input, with
+    the tools ``backend`` opens (and closes after the last answer)."""
+    ended, closed = anyio.Event(), anyio.Event()
     async with stdio.outbox(wire_fd) as out, anyio.create_task_group() as tg:
         session = Session(server, out.send, tg)
+
+        async def provide() -> None:
+            try:
+                with anyio.move_on_after(GREETING_SECONDS):
+                    await session.greeted.wait()
+                async with backend() as tools:
+                    session.attach(tools)
+                    await ended.wait()
+            finally:
+                closed.set()
 
         async def room() -> None:  # for the next request: fewer calls running, answers waiting
             await session.room()
             await out.room()
 
+        tg.start_soon(provide)
         await stdio.read_lines(stdin_fd, session.receive, room)
         with anyio.move_on_after(DRAIN_SECONDS):
             await session.drained()
-        server.stop_reads()  # no waiting for reads that would not finish: they answer closed
+        session.stop_reads()  # no waiting for reads that would not finish: they answer closed
         with anyio.move_on_after(STOP_SECONDS):
             await session.drained()
+        ended.set()
+        await closed.wait()  # the database closes before the answers' last flush
         tg.cancel_scope.cancel()
 
 
@@ -103,11 +152,23 @@ class Session:
         self, server: ServerInfo, send: Callable[[bytes], None], tg: anyio.abc.TaskGroup
     ) -> None:
         self._server = server
-        self._tool_names = {tool["name"] for tool in server.tools}
+        self._tools: Tools | None = None
+        self._ready = anyio.Event()
+        self.greeted = anyio.Event()
+        """Set once ``initialize`` is answered."""
         self._send = send
         self._tg = tg
         self._running: dict[RequestId, anyio.CancelScope] = {}
         self._call_ended = anyio.Event()
+
+    def attach(self, tools: Tools) -> None:
+        """The tools are ready: answer what waited for them, and what comes next."""
+        self._tools = tools
+        self._ready.set()
+
+    def stop_reads(self) -> None:
+        if self._tools is not None:
+            self._tools.stop_reads()
 
     def receive(self, line: bytes | None) -> None:
         """Handle one line from the client (None: one too long to read): answer it now, or
@@ -157,16 +218,26 @@ class Session:
             await self._call_ended.wait()
 
     def _request(self, id_: RequestId, method: str, params: Message) -> None:
-        if method == "tools/call":
-            self._start_call(id_, params)
-        elif method == "initialize":
+        if method == "initialize":
             self._reply(id_, self._initialize(params))
+            self.greeted.set()
         elif method == "ping":
             self._reply(id_, {})
-        elif method == "tools/list":
-            self._reply(id_, {"tools": self._server.tools})
-        else:
+        elif method not in ("tools/list", "tools/call"):
             self._error(id_, METHOD_NOT_FOUND, "Method not found")
+        elif id_ in self._running:
+            self._error(id_, INVALID_REQUEST, "Invalid Request: this id is still in use")
+        elif self._tools is None:  # answered once they are
+            self._start(id_, method, params)
+        elif method == "tools/list":
+            self._reply(id_, {"tools": self._tools.tools})
+        else:
+            try:
+                self._tool_call(params, self._tools)
+            except Refused as refused:
+                self._error(id_, refused.code, str(refused))
+            else:
+                self._start(id_, method, params)
 
     def _initialize(self, params: Message) -> Message:
         asked = params.get("protocolVersion")
@@ -177,29 +248,36 @@ class Session:
             "instructions": self._server.instructions,
         }
 
-    def _start_call(self, id_: RequestId, params: Message) -> None:
+    @staticmethod
+    def _tool_call(params: Message, tools: Tools) -> tuple[str, Message | None]:
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
-            self._error(
-                id_, INVALID_PARAMS, "Invalid params: name must be a string and arguments an object"
+            raise Refused(
+                INVALID_PARAMS, "Invalid params: name must be a string and arguments an object"
             )
-        elif name not in self._tool_names:  # a protocol error in every revision, not a result
-            self._error(id_, INVALID_PARAMS, "Invalid params: no tool of that name")
-        elif id_ in self._running:
-            self._error(id_, INVALID_REQUEST, "Invalid Request: this id is still in use")
-        else:
-            scope = self._running[id_] = anyio.CancelScope()
-            self._tg.start_soon(self._call, id_, name, arguments, scope)
+        if name not in {tool["name"] for tool in tools.tools}:  # a protocol error, not a result
+            raise Refused(INVALID_PARAMS, "Invalid params: no tool of that name")
+        return name, arguments
 
-    async def _call(
-        self, id_: RequestId, name: str, arguments: Message | None, scope: anyio.CancelScope
+    def _start(self, id_: RequestId, method: str, params: Message) -> None:
+        scope = self._running[id_] = anyio.CancelScope()
+        self._tg.start_soon(self._answer, id_, method, params, scope)
+
+    async def _answer(
+        self, id_: RequestId, method: str, params: Message, scope: anyio.CancelScope
     ) -> None:
         try:
+            # Waiting for the tools is not cancelled: a call the client cancels right
+            # away runs as it would once they are ready (a write it makes still commits).
+            await self._ready.wait()
+            assert self._tools is not None
             with scope:
                 try:
-                    result = await self._server.call(name, arguments)
+                    result = await self._answer_with(self._tools, method, params)
+                except Refused as refused:
+                    self._error(id_, refused.code, str(refused))
                 except Exception:
-                    log.exception("the tool %s failed unexpectedly", name)
+                    log.exception("%s failed unexpectedly", params.get("name") or method)
                     self._error(id_, INTERNAL_ERROR, "Internal error")
                 else:
                     if not scope.cancel_called:  # a write finishes even then, unanswered
@@ -208,6 +286,12 @@ class Session:
             if self._running.get(id_) is scope:
                 del self._running[id_]
             self._call_ended.set()
+
+    async def _answer_with(self, tools: Tools, method: str, params: Message) -> Message:
+        if method == "tools/list":
+            return {"tools": tools.tools}
+        name, arguments = self._tool_call(params, tools)
+        return await tools.call(name, arguments)
 
     def _notified(self, method: str, params: Message) -> None:
         if method == "notifications/cancelled":
