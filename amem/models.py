@@ -132,7 +132,9 @@ class MemoryDraft(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_MEMORY_CHARS)
     """The memory itself, one atomic statement (e.g. "User lives in Hangzhou")."""
     quote: str = Field(min_length=1, max_length=MAX_QUOTE_CHARS)
-    """Exact words from the source event that support it (verbatim, any length)."""
+    """Exact words from the source event that support it (any length). Typographic quotes,
+    dashes, full-width forms and white-space runs may differ: the memory stores the
+    source's own span."""
     kind: MemoryKind
     basis: Basis
     confidence: float = Field(default=1.0, ge=0, le=1, allow_inf_nan=False)

@@ -27,6 +27,35 @@ async def test_memory_keeps_the_exact_quote_span(scope: amem.Scope) -> None:
     assert memory.invalid_at is None
 
 
+@pytest.mark.parametrize(
+    ("source", "quote", "span"),
+    [
+        ("I said it’s my cat’s bowl", "it's my cat's bowl", "it’s my cat’s bowl"),
+        ("He called it “the best” ever", '"the best"', "“the best”"),
+        ("Flights 9–11 am — daily", "9-11 am - daily", "9–11 am — daily"),
+        ("用户的电话是１３８００１３８０００。", "13800138000", "１３８００１３８０００"),
+        ("我住在杭州，离西湖很近", "杭州,离西湖", "杭州，离西湖"),
+        ("I moved  to\n  Hangzhou last year", " moved to Hangzhou ", "moved  to\n  Hangzhou"),
+    ],
+)
+async def test_a_quote_copied_with_plain_punctuation_or_spacing_stores_the_sources_span(
+    scope: amem.Scope, source: str, quote: str, span: str
+) -> None:
+    await scope.submit_event(source, role="user", event_id="e-1")
+    [memory] = await scope.add_memories("e-1", [fact("User said something", quote)])
+    assert memory.quote == span
+    assert source[memory.quote_start : memory.quote_end] == span
+    assert (await scope.read("e-1")).memories[0].quote == span
+
+
+async def test_folding_forgives_form_never_words(scope: amem.Scope) -> None:
+    await scope.submit_event("It’s my cat’s bowl", role="user", event_id="e-1")
+    for quote in ("it's my cat's bowl", "Its my cats bowl", "It's my dog's bowl"):
+        with pytest.raises(amem.InvalidInput) as caught:  # case and letters stay exact
+            await scope.add_memories("e-1", [fact("User has a bowl", quote)])
+        assert caught.value.code == "quote_mismatch"
+
+
 async def test_a_quote_not_in_the_source_refuses_the_whole_batch(scope: amem.Scope) -> None:
     await scope.submit_event("I moved to Hangzhou", role="user", event_id="e-1")
     drafts = [fact("User moved", "moved to Hangzhou"), fact("User lives in Suzhou", "Suzhou")]

@@ -32,6 +32,7 @@ from ..search import index
 from ..search.text import is_function_word, surface_words
 from .capacity import check_capacity
 from .events import StoredEvent, load_stored
+from .quotes import find_quote
 
 ARCHIVED_CATEGORIES = frozenset(("reference", "persona"))
 FADING_KINDS = frozenset(("episode", "observation", "emotion"))
@@ -91,10 +92,12 @@ def valid_as_of(*, history: bool = False) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ValidMemory:
-    """A draft that passed validation, with its quote span and times in stored form."""
+    """A draft that passed validation, with its quote's span in the source and times in
+    stored form."""
 
     draft: MemoryDraft
     quote_start: int
+    quote_end: int
     valid_at: str
     invalid_at: str | None
 
@@ -143,10 +146,10 @@ def validate(event: StoredEvent, draft: MemoryDraft, field: str) -> ValidMemory:
     """The rules of seed 000 "Authority, attribution and scope", for one draft."""
     if event.category in ARCHIVED_CATEGORIES:
         raise role_violation(f"{field}: reference and persona events are archived, never a source")
-    start = event.text.find(draft.quote)
-    if start < 0:
+    span = find_quote(event.text, draft.quote)
+    if span is None:
         raise InvalidInput(
-            f"{field}.quote does not occur verbatim in the source event", code="quote_mismatch"
+            f"{field}.quote does not occur in the source event", code="quote_mismatch"
         )
     check_basis(event, draft, field)
     if draft.fact_key is not None and draft.subject is None:
@@ -163,7 +166,7 @@ def validate(event: StoredEvent, draft: MemoryDraft, field: str) -> ValidMemory:
     )
     if invalid_at is not None and invalid_at <= valid_at:
         raise InvalidInput(f"{field}.invalid_at must be later than valid_at", code="invalid_time")
-    return ValidMemory(draft, start, valid_at, invalid_at)
+    return ValidMemory(draft, *span, valid_at, invalid_at)
 
 
 def check_basis(event: StoredEvent, draft: MemoryDraft, field: str) -> None:
@@ -213,9 +216,9 @@ def insert_memory(
         "project": event.project,
         "event_id": event.id,
         "text": draft.text,
-        "quote": draft.quote,
+        "quote": event.text[memory.quote_start : memory.quote_end],
         "quote_start": memory.quote_start,
-        "quote_end": memory.quote_start + len(draft.quote),
+        "quote_end": memory.quote_end,
         "kind": draft.kind,
         "basis": draft.basis,
         "confidence": draft.confidence,
