@@ -108,8 +108,15 @@ def require_names(value: object, field: str, *, most: int) -> frozenset[str]:
     return frozenset(require_name(item, f"{field}[{n}]") for n, item in enumerate(value))
 
 
+PLAIN_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+"""A date without a time (``2026-01-01``): the start of that day in UTC, on every surface."""
+
+
 def parse_time(value: object, field: str) -> datetime:
-    """An aware ``datetime`` or ISO-8601 string with a UTC offset, normalised to UTC."""
+    """An aware ``datetime`` or ISO-8601 string with a UTC offset, normalised to UTC; a
+    plain date (``PLAIN_DATE``) is the start of that day in UTC."""
+    if isinstance(value, str) and PLAIN_DATE.fullmatch(value):
+        value = f"{value}T00:00:00+00:00"
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
@@ -119,7 +126,8 @@ def parse_time(value: object, field: str) -> datetime:
         raise InvalidInput(f"{field} must be an ISO-8601 time string", code="invalid_time")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidInput(
-            f"{field} must include a UTC offset (e.g. +08:00 or Z)", code="invalid_time"
+            f"{field} must include a UTC offset (e.g. +08:00 or Z) or be a plain date",
+            code="invalid_time",
         )
     try:
         return value.astimezone(UTC)

@@ -110,6 +110,14 @@ async def test_unparseable_time_is_invalid_time(scope: amem.Scope) -> None:
     assert caught.value.code == "invalid_time"
 
 
+async def test_a_plain_date_is_the_start_of_that_day_in_utc(scope: amem.Scope) -> None:
+    receipt = await scope.submit_event("hello", role="user", occurred_at="2026-11-25")
+    event = (await scope.read(receipt.event_id)).event
+    assert event.occurred_at == datetime(2026, 11, 25, tzinfo=UTC)
+    assert (await scope.recall("hello", as_of="2026-11-26")).items
+    assert not (await scope.recall("hello", as_of="2026-11-24")).items
+
+
 async def test_datetime_objects_are_accepted(scope: amem.Scope) -> None:
     when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     receipt = await scope.submit_event("hello", role="user", occurred_at=when)

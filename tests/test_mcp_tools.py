@@ -620,7 +620,7 @@ async def test_errors_are_stable_codes_that_echo_nothing(
                 "invalid_time",
             ),
             ("event_submit", {"text": "x", "role": "user", "occurred_at": MARKER}, "invalid_time"),
-            ("memory_recall", {"query": MARKER, "as_of": "2025-01-01"}, "invalid_time"),
+            ("memory_recall", {"query": MARKER, "as_of": "2025-01-01T00:00"}, "invalid_time"),
             (
                 "memory_correct",
                 {"memory_id": mine, "text": MARKER, "valid_at": "2025-06-01T00:00:00"},
@@ -1162,3 +1162,18 @@ async def test_two_servers_write_one_file(anyio_backend: str, tmp_path: Path) ->
         assert "locked" not in text, text[:2000]
         assert "traceback" not in text, text[:2000]
     assert integrity(db) == [("ok",)]
+
+
+async def test_a_plain_date_is_a_time_for_every_tool(anyio_backend: str, tmp_path: Path) -> None:
+    async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
+        await ok(
+            s,
+            "event_submit",
+            text="I moved to Lisbon",
+            role="user",
+            event_id="e-1",
+            occurred_at="2026-11-20",
+        )
+        found = await ok(s, "memory_recall", query="Lisbon", as_of="2026-11-25")
+        assert [item["text"] for item in found["items"]] == ["I moved to Lisbon"]
+        assert (await ok(s, "memory_recall", query="Lisbon", as_of="2026-11-19"))["items"] == []
