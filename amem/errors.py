@@ -4,7 +4,7 @@ AmemError (code: str)
   InvalidInput      invalid_input, invalid_time, quote_mismatch, role_violation,
                     not_configured, path_not_allowed, port_unavailable
   Conflict          duplicate_conflict, version_conflict, erased
-  NotFound          not_found
+  NotFound          not_found, erased
   BudgetTooSmall    insufficient_budget
   StorageError      schema_too_new, not_amem_database, not_a_database, read_only,
                     storage_full, database_busy, storage_error, archive_invalid,

@@ -68,8 +68,19 @@ async def test_deleting_an_event_removes_everything_derived(
         2,
         0,
     )  # 2 memories, 1 event; the vectors of a memory and of the event
-    with pytest.raises(amem.NotFound):
-        await scope.read("e-1")
+    for again in (
+        lambda: scope.read("e-1"),
+        lambda: scope.delete(event_id="e-1"),
+        lambda: scope.add_memories(
+            "e-1", [{"text": "Jazz", "quote": "jazz", "kind": "fact", "basis": "user_statement"}]
+        ),
+    ):
+        with pytest.raises(amem.NotFound) as caught:  # what an old ID's holder needs to know
+            await again()
+        assert caught.value.code == "erased"
+    with pytest.raises(amem.NotFound) as caught:
+        await mem.scope("other", "scope").read("e-1")  # another scope never held it
+    assert caught.value.code == "not_found"
     assert (await scope.recall("jazz Oslo")).items == []
     conn = sqlite3.connect(db_path)
     counts = [

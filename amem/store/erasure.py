@@ -44,6 +44,7 @@ from ..search import index
 from ..search.vectors import drop_vectors
 from . import tombstones
 from .checkpoints import erase_checkpoint_text, erasure_effects
+from .tombstones import missing_event
 
 BATCH_EVENTS = 200
 """Selected events one bulk-erase transaction takes (with everything connected to them):
@@ -217,7 +218,7 @@ def starting_event(
         return str(row[0])
     assert event_id is not None
     if conn.execute(SELECT_EVENT_SCOPE, (event_id,)).fetchone() != (persona, project):
-        raise NotFound("no event with this id in this scope")
+        raise missing_event(conn, persona, project, event_id)
     return event_id
 
 

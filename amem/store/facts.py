@@ -33,6 +33,7 @@ from ..search.text import is_function_word, surface_words
 from .capacity import check_capacity
 from .events import StoredEvent, load_stored
 from .quotes import find_quote
+from .tombstones import missing_event
 
 ARCHIVED_CATEGORIES = frozenset(("reference", "persona"))
 FADING_KINDS = frozenset(("episode", "observation", "emotion"))
@@ -105,7 +106,7 @@ class ValidMemory:
 def load_event(conn: sqlite3.Connection, persona: str, project: str, event_id: str) -> StoredEvent:
     event = load_stored(conn, event_id)
     if event is None or (event.persona, event.project) != (persona, project):
-        raise NotFound("no event with this id in this scope")
+        raise missing_event(conn, persona, project, event_id)
     return event
 
 

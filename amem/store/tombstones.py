@@ -18,7 +18,7 @@ import json
 import sqlite3
 from collections.abc import Iterable
 
-from ..errors import Conflict
+from ..errors import Conflict, NotFound
 
 INSERT_TOMBSTONE = """
 insert into erased_events (digest, erased_at) values (?, ?) on conflict (digest) do nothing
@@ -41,6 +41,14 @@ def bury(conn: sqlite3.Connection, persona: str, project: str, ids: Iterable[str
 def is_erased(conn: sqlite3.Connection, persona: str, project: str, event_id: str) -> bool:
     row = conn.execute(SELECT_TOMBSTONE, (digest(persona, project, event_id),)).fetchone()
     return row is not None
+
+
+def missing_event(conn: sqlite3.Connection, persona: str, project: str, event_id: str) -> NotFound:
+    """The error for an event ID this scope does not hold: ``erased`` when it was erased
+    from it (what a caller holding an old ID needs to know), else ``not_found``."""
+    if is_erased(conn, persona, project, event_id):
+        return NotFound("this event was erased from this scope", code="erased")
+    return NotFound("no event with this id in this scope")
 
 
 def refuse_erased(conn: sqlite3.Connection, persona: str, project: str, event_id: str) -> None:
