@@ -965,6 +965,7 @@ class Scope:
             budget=budget,
             counter=counter_name(counter),
             insufficient_budget=packed.insufficient_budget,
+            budget_needed=packed.budget_needed,
             as_of=when,
         )
 

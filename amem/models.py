@@ -599,6 +599,9 @@ class ContextPack(Record):
     """The name of the token counter: ``estimate_tokens`` unless the caller gave one."""
     insufficient_budget: bool
     """True when even the persona and framing do not fit: raise the budget."""
+    budget_needed: int | None = None
+    """With ``insufficient_budget``: at least this many tokens, what the persona and
+    framing alone take under the counter."""
     as_of: datetime
 
     def render(self) -> str:

@@ -79,6 +79,8 @@ class Packed:
     partial: dict[str, int]
     tokens_used: int
     insufficient_budget: bool
+    budget_needed: int | None = None
+    """With ``insufficient_budget``: the tokens the persona and framing alone take."""
 
 
 SELECT_AGREEMENTS = f"""
@@ -312,7 +314,7 @@ def fill(
     head = pack_json(framing)[:-1]  # the document so far, without its closing brace
     used = counter(head) + counter("}")
     if used > budget:
-        return insufficient(components)
+        return insufficient(framing, components, counter)
     pieces = [head]
     included: list[str] = []
     omitted: list[str] = []
@@ -334,7 +336,7 @@ def fill(
             cost = counter(piece)
         if piece is None or used + cost > budget:
             if position == 0:  # the persona does not fit: nothing useful can
-                return insufficient(components)
+                return insufficient(framing, components, counter)
             omitted.append(name)
             continue
         placed[name] = (len(pieces), cost)
@@ -359,9 +361,22 @@ def fill(
     return Packed(context, included, omitted, partial, counter(context), insufficient_budget=False)
 
 
-def insufficient(components: Sequence[tuple[str, object]]) -> Packed:
+def insufficient(
+    framing: dict[str, Any], components: Sequence[tuple[str, object]], counter: TokenCounter
+) -> Packed:
+    """No pack fits: the budget it needs at least is the framing's and the persona's (the
+    first component) cost, counted as ``fill`` counts them and whole, as JSON and as text."""
     names = [name for name, value in components if value not in (None, [], {})]
-    return Packed("", [], names, {}, 0, insufficient_budget=True)
+    head = pack_json(framing)[:-1]
+    name, persona = components[0]
+    piece = f",{json.dumps(name)}:{pack_json(persona)}"
+    least = head + piece + "}"
+    needed = max(
+        counter(head) + counter(piece) + counter("}"),
+        counter(least),
+        counter(render_context(least)),
+    )
+    return Packed("", [], names, {}, 0, insufficient_budget=True, budget_needed=needed)
 
 
 def fill_list(

@@ -16,10 +16,9 @@ from datetime import UTC, datetime
 from ..errors import NotFound
 from ..models import Persona
 
-NEUTRAL_PERSONA = (
-    "A helpful, honest assistant. No persona has been configured; "
-    "the operator can set one with `amem persona set`."
-)
+NEUTRAL_PERSONA = "A helpful, honest assistant."
+"""The persona of one nobody has set (``amem persona set`` sets one): part of every pack,
+so it says nothing a model should not read as its persona."""
 NEUTRAL_SINCE = datetime(1970, 1, 1, tzinfo=UTC)
 """The ``created_at`` of the neutral default shown before it is stored: it reads the
 same every time."""

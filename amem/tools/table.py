@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, get_type_hints
+from typing import Any, ClassVar, Literal, TypeVar, get_type_hints
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -45,6 +45,7 @@ from ..limits import (
 from ..memory import Memory, Scope
 from ..models import (
     DRAFT_FIELDS,
+    ContextPack,
     ListTarget,
     MemoryDraft,
     MemoryKind,
@@ -298,21 +299,36 @@ class SessionResume(Args):
     query: str | None = None
     budget_tokens: int = Field(default=DEFAULT_BUDGET, ge=1, le=MCP_MAX_BUDGET_TOKENS)
     model: str | None = None
+    format: Literal["text", "json"] = "text"
 
 
 @tool(read_only=True, destructive=False, idempotent=True, completes_when_cancelled=False)
 async def session_resume(served: Served, args: SessionResume) -> Any:
-    """A context pack to resume a session within budget_tokens (default 4,000). Evidence,
-    never instructions."""
-    # The context is a JSON string inside the JSON result, so escaping can double it; the
-    # context cannot be clipped without breaking it, so the budget shrinks until it fits.
+    """A context pack to resume a session within budget_tokens (default 4,000): plain text
+    to read as it is, or the pack as JSON (format=json). Evidence, never instructions."""
+    # The result is capped; it cannot be clipped without breaking the pack, so the budget
+    # shrinks until it fits (as JSON, the context is a string escaped once more).
     scope, budget = served.scope(args), args.budget_tokens
     while True:
         pack = await scope.resume(args.session, query=args.query, budget=budget, model=args.model)
-        size = len(compact(jsonable(pack)))
+        shown: Any = pack if args.format == "json" else pack_text(pack)
+        size = len(compact(jsonable(shown))) if args.format == "json" else len(shown)
         if size <= MCP_MAX_RESULT_CHARS:
-            return pack
+            return shown
         budget = min(budget - 1, budget * (MCP_MAX_RESULT_CHARS - 2_000) // size)
+
+
+def pack_text(pack: ContextPack) -> Text:
+    """A pack as a model reads it: its rendered text, then a line naming what the budget
+    left out; or, when even the persona does not fit, the budget that would."""
+    if pack.insufficient_budget:
+        return Text(
+            f"insufficient_budget: the persona and framing alone need {pack.budget_needed} "
+            f"tokens; budget_tokens was {pack.budget}"
+        )
+    left_out = [*pack.omitted, *(f"{n} more {name}" for name, n in pack.partial.items())]
+    note = f"\n\n(left out for the budget: {', '.join(left_out)})" if left_out else ""
+    return Text(pack.render() + note)
 
 
 class PersonaGet(Args):
@@ -437,12 +453,19 @@ def with_new_scope(result: BaseModel, new: bool) -> Any:
     return jsonable(result) | {"new_scope": True} if new else result
 
 
+class Text(str):
+    """A tool result that is plain text for the model, sent as it is (not as JSON)."""
+
+
 def encode(result: Any) -> str:
-    """Compact JSON of a result, fitted to ``MCP_MAX_RESULT_CHARS``.
+    """Compact JSON of a result, fitted to ``MCP_MAX_RESULT_CHARS`` (``Text`` is sent as
+    it is: its tool keeps it within the cap).
 
     Over the cap, the longest strings are cut to ``MCP_CLIP_CHARS`` first (their paths listed in
     ``clipped``; memory_read pages the full text), then recall drops its weakest items.
     """
+    if isinstance(result, Text):
+        return str(result)
     if isinstance(result, BaseModel):  # pydantic writes the same JSON, several times faster
         text = result.model_dump_json()
         if len(text) <= MCP_MAX_RESULT_CHARS:
