@@ -316,10 +316,14 @@ INITIALIZED = line({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
 async def handshake(wire: Wire) -> None:
-    """initialize, answered, then the initialized notification."""
+    """What a client does first: initialize, answered, the initialized notification, and
+    tools/list, answered once the server's database is open."""
     init_id, init = initialize(wire)
     await wire.send(init, INITIALIZED)
     await wire.response(init_id)
+    list_id, tools_list = wire.request("tools/list")
+    await wire.send(tools_list)
+    await wire.response(list_id)
 
 
 def tool_result(response: dict[str, Any]) -> tuple[bool, str]:

@@ -742,7 +742,9 @@ async def test_auto_is_hybrid_only_where_vectors_cover_the_scope(db_path: Path) 
         first = await bare.recall("Hangzhou")
         asked = len(endpoint.requests)
         again = await bare.recall("Hangzhou")
-        quiet = len(endpoint.requests) == asked  # the bare scope was just found uncovered
+        # the bare scope was just found uncovered: its query is not embedded again (the
+        # background may meanwhile retry the passage the endpoint refuses)
+        quiet = all(any("Paris" in text for text in r) for r in endpoint.requests[asked:])
         status = await bare.status()
         served = await amem.AgentSession(bare, "s").call_tool(
             "memory_recall", {"query": "Hangzhou"}

@@ -25,6 +25,7 @@ INTERNAL_SUBMODULES = {
     "db",
     "errors",
     "inputs",
+    "json_input",
     "limits",
     "llm",
     "memory",
