@@ -8,16 +8,22 @@ or network is involved.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
 import shutil
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from ..memory import Memory, Scope
+from ..errors import AmemError
+from .common import Command
 from .show import recall_line
+
+if TYPE_CHECKING:
+    from ..memory import Memory, Scope
 
 SAMPLE_PERSONA: Final = "assistant"
 SAMPLE_PROJECT: Final = "demo"
@@ -136,6 +142,36 @@ SAMPLE_MEMORIES: Final[dict[str, list[dict[str, Any]]]] = {
         },
     ],
 }
+
+
+def add_commands(command: Command) -> None:
+    command(
+        "demo",
+        run_demo,
+        "show the whole job on a small bilingual sample",
+        (
+            "Build a small bilingual sample conversation in a fresh local database (no API key "
+            "needed): a fact that changes twice, a correction, a deletion and a Chinese query "
+            "only per-character indexing can answer; then print recall results, an as_of "
+            "answer and a session_resume pack under a small budget. The database is kept: "
+            "--db names the new file (default: a new file in a temporary directory)."
+        ),
+    )
+
+
+async def run_demo(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ..config import Settings
+    from ..memory import open as open_memory
+
+    path: Path = args.db or Path(tempfile.mkdtemp(prefix="amem-demo-")) / "demo.db"
+    if await anyio.Path(path).exists():
+        raise AmemError(f"{path} already exists; choose a new file", code="target_exists")
+    settings = Settings(default_persona=SAMPLE_PERSONA, default_project=SAMPLE_PROJECT)
+    async with open_memory(path, settings=settings) as memory:
+        await demo(memory, path)
+    return 0
 
 
 async def demo(memory: Memory, path: Path) -> None:

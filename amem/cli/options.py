@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from ..config import Settings, default_db_path
 from ..errors import InvalidInput, StorageError
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 READ_ONLY_COMMANDS: Final = frozenset(
     {
@@ -48,6 +50,8 @@ def only_reads(args: argparse.Namespace) -> bool:
 def database_path(args: argparse.Namespace, settings: Settings) -> Path:
     """``--db``, else ``$AMEM_DB``, else the platform default, with ``~`` expanded (a
     quoted ``--db=~/memory.db`` reaches amem unexpanded)."""
+    from ..config import default_db_path
+
     path = args.db or default_db_path(settings)
     try:
         return Path(path).expanduser()

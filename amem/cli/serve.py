@@ -1,0 +1,37 @@
+"""``serve``: the MCP server on stdin/stdout (``amem.server``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from .common import Command, settings_for
+from .options import database_path
+
+
+def add_commands(command: Command) -> None:
+    serve = command(
+        "serve",
+        run_serve,
+        "run the MCP server on stdin/stdout",
+        (
+            "Speak MCP over stdio for one host (Claude Desktop, Claude Code, Cursor, any MCP "
+            "client). stdout carries JSON-RPC only; logs go to stderr. --persona and --project "
+            "set the scope tools use when a call gives none."
+        ),
+    )
+    serve.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="stderr log level",
+    )
+
+
+async def run_serve(args: argparse.Namespace) -> int:
+    from ..server import serve  # the MCP SDK is only imported by the server
+
+    serve.configure_logging(getattr(logging, args.log_level))
+    settings = settings_for(args)
+    await serve.serve(database_path(args, settings), settings)
+    return 0
