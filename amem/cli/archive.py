@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from .common import Command, answer, opened, progress, show
+from .common import Command, handler, opened, progress, show
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -16,7 +16,10 @@ def add_commands(command: Command) -> None:
     for name, run, summary, text in (
         (
             "export",
-            run_export,
+            handler(
+                export,
+                lambda r: f"exported {sum(r.counts.values())} rows to {r.path}: {per_table(r)}",
+            ),
             "write every authoritative table to a JSONL archive",
             (
                 "Write events, personas, memories, relations, checkpoints and capture cursors "
@@ -27,7 +30,10 @@ def add_commands(command: Command) -> None:
         ),
         (
             "import",
-            run_import,
+            handler(
+                import_archive,
+                lambda r: f"imported {sum(r.counts.values())} rows: {per_table(r)}",
+            ),
             "load an archive into an empty database",
             (
                 "Load the archive at PATH into the database, which must be empty, and rebuild "
@@ -39,7 +45,7 @@ def add_commands(command: Command) -> None:
         ),
         (
             "backup",
-            run_backup,
+            handler(backup, lambda r: f"backed up to {r.path}"),
             "copy the database to a new file (safe while in use)",
             (
                 "Copy the database to a new file at PATH with SQLite's backup API, consistent "
@@ -61,9 +67,9 @@ def add_commands(command: Command) -> None:
         sub = command(name, run, summary, text)
         sub.add_argument("path", metavar="PATH")
 
-    doctor = command(
+    checks = command(
         "doctor",
-        run_doctor,
+        handler(doctor, doctor_lines, status=lambda report: 0 if report.ok else 1),
         "check the database and say how to fix problems",
         (
             "Check integrity, foreign keys, the search index against its content (FTS5), "
@@ -73,37 +79,21 @@ def add_commands(command: Command) -> None:
             "when it finds a problem, with what to run."
         ),
     )
-    doctor.add_argument(
+    checks.add_argument(
         "--rebuild-index", action="store_true", help="first rebuild the search index from the data"
     )
 
 
-async def run_export(args: argparse.Namespace) -> int:
-    async def export(memory: Memory, _: Scope) -> ArchiveResult:
-        return await memory.export(args.path, progress=progress("export"))
-
-    await answer(
-        args,
-        export,
-        lambda r: f"exported {sum(r.counts.values())} rows to {r.path}: {per_table(r)}",
-    )
-    return 0
+async def export(args: argparse.Namespace, memory: Memory, _: Scope) -> ArchiveResult:
+    return await memory.export(args.path, progress=progress("export"))
 
 
-async def run_import(args: argparse.Namespace) -> int:
-    async def load(memory: Memory, _: Scope) -> ArchiveResult:
-        return await memory.import_archive(args.path, progress=progress("import"))
-
-    await answer(args, load, lambda r: f"imported {sum(r.counts.values())} rows: {per_table(r)}")
-    return 0
+async def import_archive(args: argparse.Namespace, memory: Memory, _: Scope) -> ArchiveResult:
+    return await memory.import_archive(args.path, progress=progress("import"))
 
 
-async def run_backup(args: argparse.Namespace) -> int:
-    async def backup(memory: Memory, _: Scope) -> ArchiveResult:
-        return await memory.backup(args.path)
-
-    await answer(args, backup, lambda r: f"backed up to {r.path}")
-    return 0
+async def backup(args: argparse.Namespace, memory: Memory, _: Scope) -> ArchiveResult:
+    return await memory.backup(args.path)
 
 
 async def run_restore(args: argparse.Namespace) -> int:
@@ -118,12 +108,8 @@ def per_table(result: ArchiveResult) -> str:
     return ", ".join(f"{n} {table}" for table, n in result.counts.items())
 
 
-async def run_doctor(args: argparse.Namespace) -> int:
-    async def doctor(memory: Memory, _: Scope) -> DoctorReport:
-        return await memory.doctor(rebuild_index=args.rebuild_index)
-
-    report = await answer(args, doctor, doctor_lines)
-    return 0 if report.ok else 1
+async def doctor(args: argparse.Namespace, memory: Memory, _: Scope) -> DoctorReport:
+    return await memory.doctor(rebuild_index=args.rebuild_index)
 
 
 def doctor_lines(report: DoctorReport) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
 from ..limits import DEFAULT_LIST_LIMIT
-from .common import Command, answer
+from .common import Command, answer, handler
 from .options import cli_time
 from .show import capacity_lines, listing_lines, scope_lines, status_lines
 
@@ -72,7 +72,7 @@ def add_commands(command: Command) -> None:
 
     command(
         "status",
-        run_status,
+        handler(status, status_lines),
         "show the scope's counts and capacity",
         (
             "Print the scope's status: events by status (pending and failed extractions "
@@ -103,50 +103,40 @@ def add_commands(command: Command) -> None:
 async def run_list(args: argparse.Namespace) -> int:
     if args.what not in ("memories", "events", "scopes"):  # checked here: argparse echoes it
         raise InvalidInput("WHAT must be memories, events or scopes")
-    if args.what == "scopes":
-        filters = (
-            args.kinds,
-            args.roles,
-            args.session,
-            args.since,
-            args.until,
-            args.cursor,
-            args.tier,
-        )
-        if any(value is not None for value in filters) or args.revoked or args.expired:
-            raise InvalidInput("'amem list scopes' takes no filters and no cursor")
-
-        async def scopes(memory: Memory, _: Scope) -> dict[str, list[ScopeSummary]]:
-            return {"scopes": await memory.scopes()}
-
-        await answer(args, scopes, lambda listed: scope_lines(listed["scopes"]))
+    if args.what != "scopes":
+        await answer(args, list_page, listing_lines)
         return 0
-
-    async def page(_: Memory, scope: Scope) -> Listing:
-        return await scope.list(
-            args.what,
-            kinds=args.kinds,
-            roles=args.roles,
-            session=args.session,
-            since=args.since,
-            until=args.until,
-            include_revoked=args.revoked,
-            include_expired=args.expired,
-            tier=args.tier,
-            cursor=args.cursor,
-            limit=args.limit,
-        )
-
-    await answer(args, page, listing_lines)
+    filters = (args.kinds, args.roles, args.session, args.since, args.until, args.cursor, args.tier)
+    if any(value is not None for value in filters) or args.revoked or args.expired:
+        raise InvalidInput("'amem list scopes' takes no filters and no cursor")
+    await answer(args, list_scopes, lambda listed: scope_lines(listed["scopes"]))
     return 0
 
 
-async def run_status(args: argparse.Namespace) -> int:
-    async def status(_: Memory, scope: Scope) -> Status:
-        return await scope.status()
+async def list_page(args: argparse.Namespace, _: Memory, scope: Scope) -> Listing:
+    return await scope.list(
+        args.what,
+        kinds=args.kinds,
+        roles=args.roles,
+        session=args.session,
+        since=args.since,
+        until=args.until,
+        include_revoked=args.revoked,
+        include_expired=args.expired,
+        tier=args.tier,
+        cursor=args.cursor,
+        limit=args.limit,
+    )
 
-    await answer(args, status, status_lines)
-    return 0
+
+async def list_scopes(
+    args: argparse.Namespace, memory: Memory, _: Scope
+) -> dict[str, list[ScopeSummary]]:
+    return {"scopes": await memory.scopes()}
+
+
+async def status(args: argparse.Namespace, _: Memory, scope: Scope) -> Status:
+    return await scope.status()
 
 
 async def run_limits(args: argparse.Namespace) -> int:
@@ -161,7 +151,7 @@ async def run_limits(args: argparse.Namespace) -> int:
     if args.clear and given:
         raise InvalidInput("--clear removes both limits; give it alone")
 
-    async def limits(_: Memory, scope: Scope) -> Capacity:
+    async def limits(args: argparse.Namespace, _: Memory, scope: Scope) -> Capacity:
         now = (await scope.status()).capacity
         if not (args.clear or given):
             return now

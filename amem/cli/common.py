@@ -75,18 +75,35 @@ async def opened(args: argparse.Namespace) -> AsyncIterator[tuple[Memory, Scope]
         yield memory, memory.scope()
 
 
-async def answer(
-    args: argparse.Namespace,
-    call: Callable[[Memory, Scope], Awaitable[T]],
+Call = Callable[[argparse.Namespace, "Memory", "Scope"], Awaitable[T]]
+"""What a command does with the open database: ``call(args, memory, scope)``."""
+
+
+def handler(
+    call: Call[T],
     describe: Callable[[T], str],
     *,
     wait: bool = False,
+    status: Callable[[T], int] | None = None,
+) -> Callable[[argparse.Namespace], Awaitable[int]]:
+    """The handler of a command of the usual shape (``answer``): ``call`` does the work,
+    ``describe`` says what it did, ``status`` gives the exit status (default 0)."""
+
+    async def run(args: argparse.Namespace) -> int:
+        result = await answer(args, call, describe, wait=wait)
+        return 0 if status is None else status(result)
+
+    return run
+
+
+async def answer(
+    args: argparse.Namespace, call: Call[T], describe: Callable[[T], str], *, wait: bool = False
 ) -> T:
-    """The shape of most commands: open the database, await ``call(memory, scope)``
-    (``wait``: then wait for the vectors of what it wrote), close it, and print the result
-    (``describe(result)``, or the result as JSON with ``--json``). Returns the result."""
+    """Open the database, await ``call(args, memory, scope)`` (``wait``: then wait for the
+    vectors of what it wrote), close it, and print the result: ``describe(result)``, or
+    the result as JSON with ``--json``. Returns the result."""
     async with opened(args) as (memory, scope):
-        result = await call(memory, scope)
+        result = await call(args, memory, scope)
         if wait:
             await wait_for_vectors(memory)
     show(args, result, describe(result))

@@ -16,7 +16,7 @@ from ..limits import (
     ROLES,
     SUBMITTABLE_CATEGORIES,
 )
-from .common import Command, answer, dry_run_note, progress, read_text
+from .common import Command, answer, dry_run_note, handler, progress, read_text
 from .options import cli_time
 from .show import recall_line
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 def add_commands(command: Command) -> None:
     submit = command(
         "submit",
-        run_submit,
+        handler(submit_event, receipt_line, wait=True),
         "store one original event",
         ("Store one original message. TEXT '-' reads it from stdin. Prints the receipt."),
     )
@@ -53,7 +53,7 @@ def add_commands(command: Command) -> None:
 
     recall = command(
         "recall",
-        run_recall,
+        handler(search, recall_lines),
         "search memories",
         ("Search the scope's memories (and raw events without memories) for QUERY."),
     )
@@ -93,7 +93,7 @@ def add_commands(command: Command) -> None:
 
     read = command(
         "read",
-        run_read,
+        handler(read_evidence, evidence_lines),
         "page through the original evidence of an ID",
         ("Print the original event behind a memory or event ID, unaltered."),
     )
@@ -105,7 +105,7 @@ def add_commands(command: Command) -> None:
 
     correct = command(
         "correct",
-        run_correct,
+        handler(correct_memory, correction_line, wait=True),
         "replace a mistaken memory",
         (
             "Replace the memory MEMORY_ID, which is wrong (misheard, misread), with TEXT ('-' "
@@ -124,7 +124,7 @@ def add_commands(command: Command) -> None:
 
     retract = command(
         "retract",
-        run_retract,
+        handler(retract_memory, retraction_line),
         "forget one memory (its message and other memories stay)",
         (
             "Forget the memory MEMORY_ID alone: it leaves recall and context packs for good "
@@ -138,7 +138,7 @@ def add_commands(command: Command) -> None:
 
     delete = command(
         "delete",
-        run_delete,
+        handler(delete_event, deletion_lines),
         "erase one message and everything derived from it",
         (
             "Permanently erase an event (--event), or the event a memory came from "
@@ -183,44 +183,36 @@ def add_commands(command: Command) -> None:
     erase.add_argument("--yes", action="store_true", help="erase (default: a dry run)")
 
 
-async def run_submit(args: argparse.Namespace) -> int:
-    async def submit(_: Memory, scope: Scope) -> EventReceipt:
-        return await scope.submit_event(
-            read_text(args.text),
-            role=args.role,
-            event_id=args.event_id,
-            session=args.session,
-            source=args.source,
-            category=args.category,
-            occurred_at=args.occurred_at,
-        )
-
-    await answer(args, submit, receipt, wait=True)
-    return 0
+async def submit_event(args: argparse.Namespace, _: Memory, scope: Scope) -> EventReceipt:
+    return await scope.submit_event(
+        read_text(args.text),
+        role=args.role,
+        event_id=args.event_id,
+        session=args.session,
+        source=args.source,
+        category=args.category,
+        occurred_at=args.occurred_at,
+    )
 
 
-def receipt(r: EventReceipt) -> str:
+def receipt_line(r: EventReceipt) -> str:
     return (
         f"{'already stored' if r.duplicate else 'stored'} {r.event_id} "
         f"(seq {r.seq}, {r.status}) in {r.persona}/{r.project}"
     )
 
 
-async def run_recall(args: argparse.Namespace) -> int:
-    async def recall(_: Memory, scope: Scope) -> RecallResult:
-        return await scope.recall(
-            args.query,
-            limit=args.limit,
-            mode=args.mode,
-            as_of=args.as_of,
-            include_history=args.history,
-            kinds=args.kinds,
-            exclude_event_ids=args.exclude_event_ids,
-            exclude_from_seq=args.exclude_from_seq,
-        )
-
-    await answer(args, recall, recall_lines)
-    return 0
+async def search(args: argparse.Namespace, _: Memory, scope: Scope) -> RecallResult:
+    return await scope.recall(
+        args.query,
+        limit=args.limit,
+        mode=args.mode,
+        as_of=args.as_of,
+        include_history=args.history,
+        kinds=args.kinds,
+        exclude_event_ids=args.exclude_event_ids,
+        exclude_from_seq=args.exclude_from_seq,
+    )
 
 
 def recall_lines(result: RecallResult) -> str:
@@ -228,15 +220,11 @@ def recall_lines(result: RecallResult) -> str:
     return "\n".join([*lines, *(f"warning: {w}" for w in result.warnings)])
 
 
-async def run_read(args: argparse.Namespace) -> int:
-    async def read(_: Memory, scope: Scope) -> Evidence:
-        return await scope.read(args.id, offset=args.offset, limit=args.limit)
-
-    await answer(args, read, page_lines)
-    return 0
+async def read_evidence(args: argparse.Namespace, _: Memory, scope: Scope) -> Evidence:
+    return await scope.read(args.id, offset=args.offset, limit=args.limit)
 
 
-def page_lines(page: Evidence) -> str:
+def evidence_lines(page: Evidence) -> str:
     more = f", next page: --offset {page.next_offset}" if page.next_offset is not None else ""
     header = (
         f"event {page.event.id} ({page.event.role}, {page.event.occurred_at.isoformat()}, "
@@ -247,13 +235,9 @@ def page_lines(page: Evidence) -> str:
     return "\n".join([header, *failure, page.text])
 
 
-async def run_correct(args: argparse.Namespace) -> int:
-    async def correct(_: Memory, scope: Scope) -> Correction:
-        text = read_text(args.text)
-        return await scope.correct(args.memory_id, text, valid_at=args.valid_at, reason=args.reason)
-
-    await answer(args, correct, correction_line, wait=True)
-    return 0
+async def correct_memory(args: argparse.Namespace, _: Memory, scope: Scope) -> Correction:
+    text = read_text(args.text)
+    return await scope.correct(args.memory_id, text, valid_at=args.valid_at, reason=args.reason)
 
 
 def correction_line(done: Correction) -> str:
@@ -263,12 +247,8 @@ def correction_line(done: Correction) -> str:
     )
 
 
-async def run_retract(args: argparse.Namespace) -> int:
-    async def retract(_: Memory, scope: Scope) -> Retraction:
-        return await scope.retract(args.memory_id, reason=args.reason)
-
-    await answer(args, retract, retraction_line)
-    return 0
+async def retract_memory(args: argparse.Namespace, _: Memory, scope: Scope) -> Retraction:
+    return await scope.retract(args.memory_id, reason=args.reason)
 
 
 def retraction_line(done: Retraction) -> str:
@@ -279,14 +259,10 @@ def retraction_line(done: Retraction) -> str:
     )
 
 
-async def run_delete(args: argparse.Namespace) -> int:
-    async def delete(_: Memory, scope: Scope) -> Deletion:
-        return await scope.delete(
-            event_id=args.event_id, memory_id=args.memory_id, dry_run=args.dry_run
-        )
-
-    await answer(args, delete, deletion_lines)
-    return 0
+async def delete_event(args: argparse.Namespace, _: Memory, scope: Scope) -> Deletion:
+    return await scope.delete(
+        event_id=args.event_id, memory_id=args.memory_id, dry_run=args.dry_run
+    )
 
 
 def deletion_lines(done: Deletion) -> str:
@@ -304,30 +280,32 @@ def deletion_lines(done: Deletion) -> str:
 
 async def run_erase(args: argparse.Namespace) -> int:
     selectors = (args.session, args.since, args.until, args.subject, args.fact_key)
-    if args.tombstones_from is not None:
-        if args.everything or any(value is not None for value in selectors):
-            raise InvalidInput("--tombstones-from takes no other selector")
-
-        async def apply(memory: Memory, _: Scope) -> TombstoneImport:
-            return await memory.import_tombstones(args.tombstones_from, dry_run=not args.yes)
-
-        await answer(args, apply, tombstone_lines)
-        return 0
-
-    async def erase(_: Memory, scope: Scope) -> Erasure:
-        return await scope.erase(
-            session=args.session,
-            since=args.since,
-            until=args.until,
-            subject=args.subject,
-            fact_key=args.fact_key,
-            everything=args.everything,
-            dry_run=not args.yes,
-            progress=progress("erase"),
+    if args.tombstones_from is None:
+        await answer(
+            args, erase_events, lambda e: "\n".join([erasure_line(e), *yes_note(e.dry_run)])
         )
-
-    await answer(args, erase, lambda e: "\n".join([erasure_line(e), *yes_note(e.dry_run)]))
+    elif args.everything or any(value is not None for value in selectors):
+        raise InvalidInput("--tombstones-from takes no other selector")
+    else:
+        await answer(args, apply_tombstones, tombstone_lines)
     return 0
+
+
+async def erase_events(args: argparse.Namespace, _: Memory, scope: Scope) -> Erasure:
+    return await scope.erase(
+        session=args.session,
+        since=args.since,
+        until=args.until,
+        subject=args.subject,
+        fact_key=args.fact_key,
+        everything=args.everything,
+        dry_run=not args.yes,
+        progress=progress("erase"),
+    )
+
+
+async def apply_tombstones(args: argparse.Namespace, memory: Memory, _: Scope) -> TombstoneImport:
+    return await memory.import_tombstones(args.tombstones_from, dry_run=not args.yes)
 
 
 def tombstone_lines(applied: TombstoneImport) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
-from .common import Command, answer, progress, read_text
+from .common import Command, answer, handler, progress, read_text
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def add_commands(command: Command) -> None:
     command(
         "reindex",
-        run_reindex,
+        handler(reindex, reindex_line),
         "rebuild the scope's vector index",
         (
             "Embed every memory of the scope with the configured embedding endpoint "
@@ -27,16 +27,16 @@ def add_commands(command: Command) -> None:
         ),
     )
 
-    retry = command(
+    extract = command(
         "retry",
-        run_retry,
+        handler(retry, retry_line, status=lambda result: 0 if not result.failed else 1),
         "run pending and failed extractions now",
         (
             "Extract the scope's pending and failed events now with the configured extraction "
             "endpoint (AMEM_EXTRACT_*), and wait for them. Progress goes to stderr."
         ),
     )
-    retry.add_argument("--event-id", help="only this event")
+    extract.add_argument("--event-id", help="only this event")
 
     ingest = command(
         "host-ingest",
@@ -57,12 +57,8 @@ def add_commands(command: Command) -> None:
     ingest.add_argument("--next-action")
 
 
-async def run_reindex(args: argparse.Namespace) -> int:
-    async def reindex(_: Memory, scope: Scope) -> ReindexResult:
-        return await scope.reindex(progress=progress("reindex"))
-
-    await answer(args, reindex, reindex_line)
-    return 0
+async def reindex(args: argparse.Namespace, _: Memory, scope: Scope) -> ReindexResult:
+    return await scope.reindex(progress=progress("reindex"))
 
 
 def reindex_line(result: ReindexResult) -> str:
@@ -72,12 +68,8 @@ def reindex_line(result: ReindexResult) -> str:
     )
 
 
-async def run_retry(args: argparse.Namespace) -> int:
-    async def retry(_: Memory, scope: Scope) -> RetryResult:
-        return await scope.retry(args.event_id, progress=progress("retry"))
-
-    result = await answer(args, retry, retry_line)
-    return 0 if not result.failed else 1
+async def retry(args: argparse.Namespace, _: Memory, scope: Scope) -> RetryResult:
+    return await scope.retry(args.event_id, progress=progress("retry"))
 
 
 def retry_line(result: RetryResult) -> str:
@@ -106,7 +98,7 @@ async def run_host_ingest(args: argparse.Namespace) -> int:
     elif args.session or args.next_action:
         raise InvalidInput("--session and --next-action only go with --goal (a checkpoint)")
 
-    async def capture(_: Memory, scope: Scope) -> CaptureResult:
+    async def capture(args: argparse.Namespace, _: Memory, scope: Scope) -> CaptureResult:
         return await scope.capture_transcript(
             args.instance, entries, checkpoint=checkpoint, progress=progress("host-ingest")
         )

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
-from .common import Command, answer, common_options, read_text, settings_for
+from .common import Command, answer, common_options, handler, read_text, settings_for
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -27,10 +27,18 @@ def add_commands(command: Command) -> None:
     actions = persona.add_subparsers(dest="action", metavar="ACTION")
     common = common_options()
     for name, run, summary in (
-        ("show", run_persona_show, "print a persona (latest or --version)"),
+        (
+            "show",
+            handler(show_persona, lambda p: f"{p.persona} v{p.version}: {p.text}"),
+            "print a persona (latest or --version)",
+        ),
         ("set", run_persona_set, "append a version with new text"),
-        ("history", run_persona_history, "list every version"),
-        ("rollback", run_persona_rollback, "append a version equal to an old one"),
+        ("history", handler(persona_history, history_lines), "list every version"),
+        (
+            "rollback",
+            handler(rollback_persona, lambda p: f"{p.persona} is now v{p.version} ({p.note})"),
+            "append a version equal to an old one",
+        ),
     ):
         sub = actions.add_parser(name, help=summary, description=summary, parents=[common])
         sub.set_defaults(run=run, help_parser=sub)
@@ -61,18 +69,14 @@ def persona_name(args: argparse.Namespace) -> str:
     return str(args.name or args.persona or settings_for(args).default_persona)
 
 
-async def run_persona_show(args: argparse.Namespace) -> int:
-    async def show(memory: Memory, _: Scope) -> Persona:
-        return await memory.persona(persona_name(args), version=args.persona_version)
-
-    await answer(args, show, lambda p: f"{p.persona} v{p.version}: {p.text}")
-    return 0
+async def show_persona(args: argparse.Namespace, memory: Memory, _: Scope) -> Persona:
+    return await memory.persona(persona_name(args), version=args.persona_version)
 
 
 async def run_persona_set(args: argparse.Namespace) -> int:
     name, text = persona_set_input(args)
 
-    async def set_persona(memory: Memory, _: Scope) -> Persona:
+    async def set_persona(args: argparse.Namespace, memory: Memory, _: Scope) -> Persona:
         return await memory.set_persona(name, text, note=args.note)
 
     await answer(args, set_persona, lambda p: f"{p.persona} is now v{p.version}")
@@ -94,12 +98,10 @@ def persona_set_input(args: argparse.Namespace) -> tuple[str, str]:
     return str(name or args.persona or settings_for(args).default_persona), text
 
 
-async def run_persona_history(args: argparse.Namespace) -> int:
-    async def history(memory: Memory, _: Scope) -> dict[str, list[Persona]]:
-        return {"versions": await memory.persona_history(persona_name(args))}
-
-    await answer(args, history, history_lines)
-    return 0
+async def persona_history(
+    args: argparse.Namespace, memory: Memory, _: Scope
+) -> dict[str, list[Persona]]:
+    return {"versions": await memory.persona_history(persona_name(args))}
 
 
 def history_lines(history: dict[str, list[Persona]]) -> str:
@@ -110,9 +112,5 @@ def history_lines(history: dict[str, list[Persona]]) -> str:
     return "\n".join(lines) or "(no versions yet)"
 
 
-async def run_persona_rollback(args: argparse.Namespace) -> int:
-    async def rollback(memory: Memory, _: Scope) -> Persona:
-        return await memory.rollback_persona(persona_name(args), args.persona_version)
-
-    await answer(args, rollback, lambda p: f"{p.persona} is now v{p.version} ({p.note})")
-    return 0
+async def rollback_persona(args: argparse.Namespace, memory: Memory, _: Scope) -> Persona:
+    return await memory.rollback_persona(persona_name(args), args.persona_version)

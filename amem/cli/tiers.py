@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ..limits import DEFAULT_KEEP_NOTES
-from .common import Command, answer, dry_run_note
+from .common import Command, dry_run_note, handler
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def add_commands(command: Command) -> None:
     pin = command(
         "pin",
-        run_pin,
+        handler(pin_memory, pin_line),
         "pin a memory (or --unpin it)",
         (
             "Pin the memory MEMORY_ID: it enters context packs first, and a pinned working "
@@ -29,7 +29,7 @@ def add_commands(command: Command) -> None:
 
     consolidate = command(
         "consolidate",
-        run_consolidate,
+        handler(consolidate_tiers, consolidation_lines),
         "apply working-note TTLs and promotions now",
         (
             "Delete the scope's expired, unpinned working notes for good (their source events "
@@ -43,7 +43,7 @@ def add_commands(command: Command) -> None:
 
     compact = command(
         "compact-working",
-        run_compact_working,
+        handler(compact_notes, compaction_lines, wait=True),
         "fold a session's older working notes into one episodic memory",
         (
             "Keep the pinned working notes of SESSION and the newest --keep others; fold the "
@@ -63,12 +63,8 @@ def add_commands(command: Command) -> None:
     compact.add_argument("--dry-run", action="store_true", help="only show what would be folded")
 
 
-async def run_pin(args: argparse.Namespace) -> int:
-    async def pin(_: Memory, scope: Scope) -> MemoryRecord:
-        return await scope.pin(args.memory_id, pinned=not args.unpin)
-
-    await answer(args, pin, pin_line)
-    return 0
+async def pin_memory(args: argparse.Namespace, _: Memory, scope: Scope) -> MemoryRecord:
+    return await scope.pin(args.memory_id, pinned=not args.unpin)
 
 
 def pin_line(memory: MemoryRecord) -> str:
@@ -76,12 +72,8 @@ def pin_line(memory: MemoryRecord) -> str:
     return f"{memory.id} is {state} ({memory.tier}): {memory.text}"
 
 
-async def run_consolidate(args: argparse.Namespace) -> int:
-    async def consolidate(_: Memory, scope: Scope) -> Consolidation:
-        return await scope.consolidate(dry_run=args.dry_run)
-
-    await answer(args, consolidate, consolidation_lines)
-    return 0
+async def consolidate_tiers(args: argparse.Namespace, _: Memory, scope: Scope) -> Consolidation:
+    return await scope.consolidate(dry_run=args.dry_run)
 
 
 def consolidation_lines(done: Consolidation) -> str:
@@ -95,12 +87,8 @@ def consolidation_lines(done: Consolidation) -> str:
     return "\n".join([*lines, *dry_run_note(done.dry_run)])
 
 
-async def run_compact_working(args: argparse.Namespace) -> int:
-    async def compact(_: Memory, scope: Scope) -> Compaction:
-        return await scope.compact_working(args.session, keep=args.keep, dry_run=args.dry_run)
-
-    await answer(args, compact, compaction_lines, wait=True)
-    return 0
+async def compact_notes(args: argparse.Namespace, _: Memory, scope: Scope) -> Compaction:
+    return await scope.compact_working(args.session, keep=args.keep, dry_run=args.dry_run)
 
 
 def compaction_lines(done: Compaction) -> str:
