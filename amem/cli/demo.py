@@ -12,9 +12,7 @@ import argparse
 import json
 import os
 import shlex
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -160,6 +158,8 @@ def add_commands(command: Command) -> None:
 
 
 async def run_demo(args: argparse.Namespace) -> int:
+    import tempfile
+
     import anyio
 
     from ..config import Settings
@@ -231,6 +231,8 @@ def amem_command() -> str:
     """How the user runs amem from their shell: ``uv run amem`` when ``uv run`` started
     this process (from a clone) and no ``amem`` is on the PATH outside its environment,
     else ``amem``."""
+    import shutil
+
     if "UV" not in os.environ:  # uv sets it in the processes it runs
         return "amem"
     environment = os.path.abspath(os.path.dirname(sys.executable))

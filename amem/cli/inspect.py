@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from urllib.parse import urlencode
 
 from ..errors import InvalidInput
 from .common import Command, settings_for
@@ -33,6 +32,8 @@ def add_commands(command: Command) -> None:
 
 
 async def run_inspect(args: argparse.Namespace) -> int:
+    from urllib.parse import urlencode
+
     import anyio.to_thread
 
     # imported here: only this command needs starlette and uvicorn loaded

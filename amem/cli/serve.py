@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from .common import Command, settings_for
 from .options import database_path
@@ -29,6 +28,8 @@ def add_commands(command: Command) -> None:
 
 
 async def run_serve(args: argparse.Namespace) -> int:
+    import logging
+
     from ..server import serve  # the MCP SDK is only imported by the server
 
     serve.configure_logging(getattr(logging, args.log_level))
