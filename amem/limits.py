@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Literal, get_args
 
 # --- text and names ---------------------------------------------------------------------
 
@@ -55,6 +56,19 @@ MAX_CHECKPOINT_CHARS = 4_000
 """Each checkpoint field, and each item of its lists."""
 MAX_LIST_ITEMS = 100
 """Items of a checkpoint list."""
+
+# --- choices: the values an enumerated option accepts -------------------------------------
+# Here, not in models, so that the command line builds its parser without pydantic. Each
+# enumeration is its Literal type; the value tuple is derived from it, and argparse choices
+# and MCP schemas use these (the MCP schemas through the types).
+
+Role = Literal["user", "assistant", "system", "tool"]
+SubmittableCategory = Literal["conversation", "reference", "persona"]
+"""Categories a host may submit; ``correction`` events are created by ``Scope.correct``."""
+RecallMode = Literal["auto", "fast", "semantic", "deep"]
+ROLES: tuple[Role, ...] = get_args(Role)
+SUBMITTABLE_CATEGORIES: tuple[SubmittableCategory, ...] = get_args(SubmittableCategory)
+RECALL_MODES: tuple[RecallMode, ...] = get_args(RecallMode)
 
 # --- requests ---------------------------------------------------------------------------
 

@@ -16,11 +16,14 @@ from .limits import (
     MAX_QUOTE_CHARS,
     has_hidden_characters,
 )
+from .limits import RECALL_MODES as RECALL_MODES  # the choices' home is limits (no pydantic)
+from .limits import ROLES as ROLES
+from .limits import SUBMITTABLE_CATEGORIES as SUBMITTABLE_CATEGORIES
+from .limits import RecallMode as RecallMode
+from .limits import Role as Role
+from .limits import SubmittableCategory as SubmittableCategory
 from .prompt import render_context
 
-Role = Literal["user", "assistant", "system", "tool"]
-SubmittableCategory = Literal["conversation", "reference", "persona"]
-"""Categories a host may submit; ``correction`` events are created by ``Scope.correct``."""
 Category = Literal[SubmittableCategory, "correction"]
 EventStatus = Literal["stored", "pending", "extracted", "failed", "amended"]
 MemoryKind = Literal[
@@ -30,7 +33,6 @@ Basis = Literal["user_statement", "assistant_expression", "inference"]
 MemoryTier = Literal["working", "episodic", "profile"]
 """Where a memory lives: ``working`` (the current task's scratch notes, with a TTL),
 ``episodic`` (what happened) or ``profile`` (lasting facts about the user)."""
-RecallMode = Literal["auto", "fast", "semantic", "deep"]
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work runs (export, import, backup,
 reindex, retried extraction, transcript capture)."""
@@ -39,13 +41,11 @@ RelationKind = Literal["related", "corrects"]
 DocKind = Literal["memory", "event"]
 """What a search document or a vector is of."""
 
-# Each enumeration is its Literal type; the value tuples below are derived from it, and
-# argparse choices and MCP schemas use these (the MCP schemas through the types).
-ROLES: tuple[Role, ...] = get_args(Role)
-SUBMITTABLE_CATEGORIES: tuple[SubmittableCategory, ...] = get_args(SubmittableCategory)
+# Each enumeration is its Literal type; the value tuples below are derived from it (as are
+# those of limits: ROLES, SUBMITTABLE_CATEGORIES, RECALL_MODES), and argparse choices and
+# MCP schemas use these (the MCP schemas through the types).
 MEMORY_KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
 MEMORY_TIERS: tuple[MemoryTier, ...] = get_args(MemoryTier)
-RECALL_MODES: tuple[RecallMode, ...] = get_args(RecallMode)
 
 DEFAULT_TIERS: dict[MemoryKind, MemoryTier] = {
     "fact": "profile",

@@ -13,7 +13,7 @@ import pytest
 from helpers import clean_env, environment
 
 import amem
-from amem.cli.commands import build_parser
+from amem.cli.app import build_parser
 from amem.tools.table import TOOLS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
 """The ``amem`` command (``python -m amem``): argparse subcommands over the async API."""
 
-from .commands import main
+from .app import main
 
 __all__ = ["main"]

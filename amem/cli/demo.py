@@ -8,16 +8,20 @@ or network is involved.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
-import shutil
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from ..memory import Memory, Scope
+from ..errors import AmemError
+from .common import Command
 from .show import recall_line
+
+if TYPE_CHECKING:
+    from ..memory import Memory, Scope
 
 SAMPLE_PERSONA: Final = "assistant"
 SAMPLE_PROJECT: Final = "demo"
@@ -138,6 +142,38 @@ SAMPLE_MEMORIES: Final[dict[str, list[dict[str, Any]]]] = {
 }
 
 
+def add_commands(command: Command) -> None:
+    command(
+        "demo",
+        run_demo,
+        "show the whole job on a small bilingual sample",
+        (
+            "Build a small bilingual sample conversation in a fresh local database (no API key "
+            "needed): a fact that changes twice, a correction, a deletion and a Chinese query "
+            "only per-character indexing can answer; then print recall results, an as_of "
+            "answer and a session_resume pack under a small budget. The database is kept: "
+            "--db names the new file (default: a new file in a temporary directory)."
+        ),
+    )
+
+
+async def run_demo(args: argparse.Namespace) -> int:
+    import tempfile
+
+    import anyio
+
+    from ..config import Settings
+    from ..memory import open as open_memory
+
+    path: Path = args.db or Path(tempfile.mkdtemp(prefix="amem-demo-")) / "demo.db"
+    if await anyio.Path(path).exists():
+        raise AmemError(f"{path} already exists; choose a new file", code="target_exists")
+    settings = Settings(default_persona=SAMPLE_PERSONA, default_project=SAMPLE_PROJECT)
+    async with open_memory(path, settings=settings) as memory:
+        await demo(memory, path)
+    return 0
+
+
 async def demo(memory: Memory, path: Path) -> None:
     """The whole job, narrated: store, derive, change, correct, delete, recall, resume."""
     scope = memory.scope()
@@ -195,6 +231,8 @@ def amem_command() -> str:
     """How the user runs amem from their shell: ``uv run amem`` when ``uv run`` started
     this process (from a clone) and no ``amem`` is on the PATH outside its environment,
     else ``amem``."""
+    import shutil
+
     if "UV" not in os.environ:  # uv sets it in the processes it runs
         return "amem"
     environment = os.path.abspath(os.path.dirname(sys.executable))

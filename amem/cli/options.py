@@ -1,15 +1,17 @@
 """What command-line options mean before the API sees them: which database file a command
-opens (and whether it may create it), and the plain dates a time option accepts."""
+opens (and whether it may create it). Time options go to the API as written: it takes
+plain dates as every surface does (``inputs.parse_time``)."""
 
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from ..config import Settings, default_db_path
 from ..errors import InvalidInput, StorageError
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 READ_ONLY_COMMANDS: Final = frozenset(
     {
@@ -27,8 +29,6 @@ READ_ONLY_COMMANDS: Final = frozenset(
 """Commands that only read the database. ``only_reads`` adds the read-only forms of
 commands that can also write: any ``--dry-run`` (``delete``, ``consolidate``,
 ``compact-working``), ``erase`` without ``--yes`` and ``limits`` without a change."""
-
-PLAIN_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def only_reads(args: argparse.Namespace) -> bool:
@@ -48,6 +48,8 @@ def only_reads(args: argparse.Namespace) -> bool:
 def database_path(args: argparse.Namespace, settings: Settings) -> Path:
     """``--db``, else ``$AMEM_DB``, else the platform default, with ``~`` expanded (a
     quoted ``--db=~/memory.db`` reaches amem unexpanded)."""
+    from ..config import default_db_path
+
     path = args.db or default_db_path(settings)
     try:
         return Path(path).expanduser()
@@ -74,9 +76,3 @@ def require_database(path: Path, args: argparse.Namespace, settings: Settings) -
         "(check the path; 'amem submit' or 'amem serve' creates a database)",
         code="no_database",
     )
-
-
-def cli_time(value: str) -> str:
-    """A time option: ISO-8601 with a UTC offset, or a plain date (``2026-01-01``), which
-    means the start of that day in UTC. Anything else is passed on for the API to judge."""
-    return f"{value}T00:00:00+00:00" if PLAIN_DATE.fullmatch(value) else value

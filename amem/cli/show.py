@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import Capacity, ListedEvent, ListedMemory, Listing, ScopeSummary, Status
+if TYPE_CHECKING:
+    from ..models import Capacity, ListedEvent, ListedMemory, Listing, ScopeSummary, Status
 
 LINE_CHARS = 120
 """Characters of a text a listing line shows (``--json`` shows it whole)."""
@@ -61,6 +62,8 @@ def event_line(item: ListedEvent) -> str:
 def listing_lines(page: Listing) -> str:
     """The first line: the total of every page and its breakdown; then one line per item
     (for events, ``seq`` first); last, the cursor of the next page if there is one."""
+    from ..models import ListedMemory  # when it runs: pydantic is loaded by then
+
     parts = ", ".join(f"{name} {n}" for name, n in page.totals.items() if n)
     lines = [
         f"{page.total} {page.what} in {page.persona}/{page.project}"

@@ -1,0 +1,175 @@
+"""What the commands share: their settings and database, how they print a result, read
+input and report progress.
+
+Nothing heavy is imported at module level (the API, pydantic, anyio): a command's module
+declares its parser beside its handlers, and building the parser (``--help``,
+``--version``) must stay fast. What a handler needs it imports when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import InvalidInput
+from ..limits import VECTOR_WAIT_SECONDS
+from .options import database_path, only_reads, require_database
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..memory import Memory, Scope
+
+T = TypeVar("T")
+
+BACKENDS = ("asyncio", "trio")
+
+Command = Callable[..., argparse.ArgumentParser]
+"""``command(name, run, summary, text)``: adds the subcommand ``name``, which the async
+``run(args)`` handles, with the options every command takes (see ``app``)."""
+
+
+def common_options() -> argparse.ArgumentParser:
+    """The options every command takes (a parent parser)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--db",
+        type=Path,
+        help="database file (default: $AMEM_DB, else the platform data directory's amem/memory.db)",
+    )
+    common.add_argument(
+        "--persona", help="scope persona (default: $AMEM_DEFAULT_PERSONA or 'default')"
+    )
+    common.add_argument(
+        "--project", help="scope project (default: $AMEM_DEFAULT_PROJECT or 'default')"
+    )
+    common.add_argument("--backend", choices=BACKENDS, default="asyncio", help="event loop")
+    common.add_argument("--json", action="store_true", help="print results as JSON")
+    return common
+
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    from ..config import Settings
+
+    overrides = {
+        key: value
+        for key, value in (("default_persona", args.persona), ("default_project", args.project))
+        if value
+    }
+    return Settings(**overrides)
+
+
+@asynccontextmanager
+async def opened(args: argparse.Namespace) -> AsyncIterator[tuple[Memory, Scope]]:
+    from ..memory import open as open_memory
+
+    settings = settings_for(args)
+    path = database_path(args, settings)
+    if only_reads(args):
+        require_database(path, args, settings)
+    async with open_memory(path, settings=settings) as memory:
+        yield memory, memory.scope()
+
+
+Call = Callable[[argparse.Namespace, "Memory", "Scope"], Awaitable[T]]
+"""What a command does with the open database: ``call(args, memory, scope)``."""
+
+
+def handler(
+    call: Call[T],
+    describe: Callable[[T], str],
+    *,
+    wait: bool = False,
+    status: Callable[[T], int] | None = None,
+) -> Callable[[argparse.Namespace], Awaitable[int]]:
+    """The handler of a command of the usual shape (``answer``): ``call`` does the work,
+    ``describe`` says what it did, ``status`` gives the exit status (default 0)."""
+
+    async def run(args: argparse.Namespace) -> int:
+        result = await answer(args, call, describe, wait=wait)
+        return 0 if status is None else status(result)
+
+    return run
+
+
+async def answer(
+    args: argparse.Namespace, call: Call[T], describe: Callable[[T], str], *, wait: bool = False
+) -> T:
+    """Open the database, await ``call(args, memory, scope)`` (``wait``: then wait for the
+    vectors of what it wrote), close it, and print the result: ``describe(result)``, or
+    the result as JSON with ``--json``. Returns the result."""
+    async with opened(args) as (memory, scope):
+        result = await call(args, memory, scope)
+        if wait:
+            await wait_for_vectors(memory)
+    show(args, result, describe(result))
+    return result
+
+
+async def wait_for_vectors(memory: Memory, seconds: float = VECTOR_WAIT_SECONDS) -> None:
+    """Before a one-shot write exits: wait a bounded time for its vectors (embedded in the
+    background), and say on stderr what is left for the next process that opens the file."""
+    left = await memory.wait_for_vectors(seconds=seconds)
+    if left:
+        print(
+            f"amem: note: {left} of the new memories and events have no vector yet; the next "
+            "process that opens this database with embeddings configured embeds them (or run "
+            "`amem reindex`)",
+            file=sys.stderr,
+        )
+
+
+def show(args: argparse.Namespace, result: Any, text: str) -> None:
+    """Print ``text``, or with ``--json`` the result as JSON (models in it as they dump)."""
+    if args.json:
+        print(json.dumps(result, default=model_json, ensure_ascii=False, indent=2))
+    else:
+        print(text)
+
+
+def model_json(value: object) -> Any:
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def dry_run_note(dry_run: bool, hint: str = "") -> list[str]:
+    """The line that ends a dry run's report (none after a real run)."""
+    return [f"(dry run: nothing was changed{hint})"] if dry_run else []
+
+
+def progress(label: str) -> Callable[[int, int], None]:
+    """Progress on stderr: one updating line on a terminal, a line per step otherwise."""
+
+    def report(done: int, total: int) -> None:
+        end = "\r" if sys.stderr.isatty() and done < total else "\n"
+        print(f"{label}: {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return report
+
+
+def read_text(value: str | None, file: Path | None = None) -> str:
+    """``value``, else the UTF-8 text of ``file``, else stdin (for ``None`` or ``-``).
+
+    A file that cannot be read is ``invalid_input``; the message names the problem, not
+    the path or the content.
+    """
+    try:
+        if file is not None:
+            return file.read_text(encoding="utf-8")
+        if value is None or value == "-":
+            return sys.stdin.read()
+    except FileNotFoundError:
+        raise InvalidInput("the input file does not exist") from None
+    except UnicodeDecodeError:
+        raise InvalidInput("the input is not UTF-8 text") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise InvalidInput(f"the input file cannot be read ({reason})") from None
+    return value

@@ -1,0 +1,321 @@
+"""``submit``, ``recall`` and ``read``: store a message, search, read the evidence; and the
+ways to forget: ``correct``, ``retract`` one memory, ``delete`` one message, ``erase`` many."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import InvalidInput
+from ..limits import (
+    DEFAULT_READ_CHARS,
+    DEFAULT_RECALL_LIMIT,
+    MAX_RECALL_LIMIT,
+    RECALL_MODES,
+    ROLES,
+    SUBMITTABLE_CATEGORIES,
+)
+from .common import Command, answer, dry_run_note, handler, progress, read_text
+from .show import recall_line
+
+if TYPE_CHECKING:
+    from ..memory import Memory, Scope
+    from ..models import (
+        Correction,
+        Deletion,
+        Erasure,
+        EventReceipt,
+        Evidence,
+        RecallResult,
+        Retraction,
+        TombstoneImport,
+    )
+
+
+def add_commands(command: Command) -> None:
+    submit = command(
+        "submit",
+        handler(submit_event, receipt_line, wait=True),
+        "store one original event",
+        ("Store one original message. TEXT '-' reads it from stdin. Prints the receipt."),
+    )
+    submit.add_argument("text", metavar="TEXT")
+    submit.add_argument("--role", default="user", choices=ROLES)
+    submit.add_argument("--event-id", help="stable ID (resubmitting is safe)")
+    submit.add_argument("--session")
+    submit.add_argument("--source")
+    submit.add_argument("--category", default="conversation", choices=SUBMITTABLE_CATEGORIES)
+    submit.add_argument(
+        "--occurred-at", help="ISO-8601 with a UTC offset, or a date (default: now)"
+    )
+
+    recall = command(
+        "recall",
+        handler(search, recall_lines),
+        "search memories",
+        ("Search the scope's memories (and raw events without memories) for QUERY."),
+    )
+    recall.add_argument("query", metavar="QUERY")
+    recall.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_RECALL_LIMIT,
+        help=f"1 to {MAX_RECALL_LIMIT} (default {DEFAULT_RECALL_LIMIT})",
+    )
+    recall.add_argument(
+        "--mode",
+        default="auto",
+        choices=RECALL_MODES,
+        help="auto (default): hybrid when the scope's vectors cover it, else fast (words only)",
+    )
+    recall.add_argument(
+        "--as-of",
+        help="what was true at this ISO-8601 time (a plain date: its start, 00:00 UTC)",
+    )
+    recall.add_argument("--history", action="store_true", help="include facts that expired")
+    recall.add_argument("--kind", action="append", dest="kinds", help="only this kind (repeatable)")
+    recall.add_argument(
+        "--exclude-event",
+        action="append",
+        dest="exclude_event_ids",
+        metavar="ID",
+        help="leave out this event and its memories (repeatable)",
+    )
+    recall.add_argument(
+        "--exclude-from-seq",
+        type=int,
+        metavar="N",
+        help="leave out events with seq >= N and their memories",
+    )
+
+    read = command(
+        "read",
+        handler(read_evidence, evidence_lines),
+        "page through the original evidence of an ID",
+        ("Print the original event behind a memory or event ID, unaltered."),
+    )
+    read.add_argument("id", metavar="ID")
+    read.add_argument("--offset", type=int, default=0)
+    read.add_argument("--limit", type=int, default=DEFAULT_READ_CHARS)
+
+    # --- forgetting: correct, retract one memory, delete one message, erase many ---------
+
+    correct = command(
+        "correct",
+        handler(correct_memory, correction_line, wait=True),
+        "replace a mistaken memory",
+        (
+            "Replace the memory MEMORY_ID, which is wrong (misheard, misread), with TEXT ('-' "
+            "reads stdin): the mistaken memory is revoked, the corrected one keeps its start "
+            "unless --valid-at is given, the original event is marked amended and the "
+            "scope's checkpoints are invalidated. For a fact that changed, submit the new "
+            "message instead."
+        ),
+    )
+    correct.add_argument("memory_id", metavar="MEMORY_ID")
+    correct.add_argument("text", metavar="TEXT")
+    correct.add_argument("--reason", help="why (kept with the correction)")
+    correct.add_argument("--valid-at", help="ISO-8601 start of the corrected fact, or a date")
+
+    retract = command(
+        "retract",
+        handler(retract_memory, retraction_line),
+        "forget one memory (its message and other memories stay)",
+        (
+            "Forget the memory MEMORY_ID alone: it leaves recall and context packs for good "
+            "(kept, with --reason, for audit), its source event is marked amended so its raw "
+            "text never comes back as raw fallback, and other memories of the same event "
+            "stay. To erase the words themselves, use 'amem delete'."
+        ),
+    )
+    retract.add_argument("memory_id", metavar="MEMORY_ID")
+    retract.add_argument("--reason", help="why (kept with the memory)")
+
+    delete = command(
+        "delete",
+        handler(delete_event, deletion_lines),
+        "erase one message and everything derived from it",
+        (
+            "Permanently erase an event (--event), or the event a memory came from "
+            "(--memory), with every memory derived from it and its correction lineage; "
+            "the event ID can never be stored again. --dry-run prints what would go and "
+            "changes nothing. To forget one memory and keep its message, use 'amem retract'."
+        ),
+    )
+    target = delete.add_mutually_exclusive_group(required=True)
+    target.add_argument("--event", dest="event_id", metavar="ID", help="the event to erase")
+    target.add_argument(
+        "--memory", dest="memory_id", metavar="ID", help="erase the event this memory came from"
+    )
+    delete.add_argument("--dry-run", action="store_true", help="only show what would go")
+
+    erase = command(
+        "erase",
+        run_erase,
+        "erase many events (a dry run unless --yes)",
+        (
+            "Permanently erase the scope's events that match every selector given, each with "
+            "everything 'amem delete' would take with it, in batches (each its own "
+            "transaction; an interrupted erase can be run again). Without --yes it is a dry "
+            "run: it prints what would go and changes nothing. --tombstones-from applies "
+            "the tombstones of an archive (a newer export) to the whole database instead: "
+            "events they name are erased in every scope, and can never be stored again."
+        ),
+    )
+    erase.add_argument("--session", help="events of this session")
+    erase.add_argument("--since", metavar="TIME", help="events that occurred at or after TIME")
+    erase.add_argument("--until", metavar="TIME", help="events that occurred before TIME")
+    erase.add_argument("--subject", help="events with a memory about this subject")
+    erase.add_argument("--fact-key", metavar="KEY", help="with --subject: and this fact key")
+    erase.add_argument("--everything", action="store_true", help="every event of the scope")
+    erase.add_argument(
+        "--tombstones-from", metavar="ARCHIVE", type=Path, help="apply an archive's tombstones"
+    )
+    erase.add_argument("--yes", action="store_true", help="erase (default: a dry run)")
+
+
+async def submit_event(args: argparse.Namespace, _: Memory, scope: Scope) -> EventReceipt:
+    return await scope.submit_event(
+        read_text(args.text),
+        role=args.role,
+        event_id=args.event_id,
+        session=args.session,
+        source=args.source,
+        category=args.category,
+        occurred_at=args.occurred_at,
+    )
+
+
+def receipt_line(r: EventReceipt) -> str:
+    return (
+        f"{'already stored' if r.duplicate else 'stored'} {r.event_id} "
+        f"(seq {r.seq}, {r.status}) in {r.persona}/{r.project}"
+    )
+
+
+async def search(args: argparse.Namespace, _: Memory, scope: Scope) -> RecallResult:
+    return await scope.recall(
+        args.query,
+        limit=args.limit,
+        mode=args.mode,
+        as_of=args.as_of,
+        include_history=args.history,
+        kinds=args.kinds,
+        exclude_event_ids=args.exclude_event_ids,
+        exclude_from_seq=args.exclude_from_seq,
+    )
+
+
+def recall_lines(result: RecallResult) -> str:
+    lines = [recall_line(item) for item in result.items] or ["(no evidence found)"]
+    return "\n".join([*lines, *(f"warning: {w}" for w in result.warnings)])
+
+
+async def read_evidence(args: argparse.Namespace, _: Memory, scope: Scope) -> Evidence:
+    return await scope.read(args.id, offset=args.offset, limit=args.limit)
+
+
+def evidence_lines(page: Evidence) -> str:
+    more = f", next page: --offset {page.next_offset}" if page.next_offset is not None else ""
+    header = (
+        f"event {page.event.id} ({page.event.role}, {page.event.occurred_at.isoformat()}, "
+        f"{page.event.status}) chars {page.offset}-{page.offset + len(page.text)} of "
+        f"{page.total_chars}{more}"
+    )
+    failure = [f"error: {page.event.error}"] if page.event.error else []  # why it failed
+    return "\n".join([header, *failure, page.text])
+
+
+async def correct_memory(args: argparse.Namespace, _: Memory, scope: Scope) -> Correction:
+    text = read_text(args.text)
+    return await scope.correct(args.memory_id, text, valid_at=args.valid_at, reason=args.reason)
+
+
+def correction_line(done: Correction) -> str:
+    return (
+        f"corrected: {done.revoked_id} revoked, now {done.memory.id}: {done.memory.text} "
+        f"(event {done.amended_event_id} amended)"
+    )
+
+
+async def retract_memory(args: argparse.Namespace, _: Memory, scope: Scope) -> Retraction:
+    return await scope.retract(args.memory_id, reason=args.reason)
+
+
+def retraction_line(done: Retraction) -> str:
+    what = "was already revoked" if done.already_revoked else "retracted"
+    return (
+        f"{done.memory_id} {what}; event {done.event_id} is amended; "
+        f"{len(done.sibling_ids)} other memories of it stay"
+    )
+
+
+async def delete_event(args: argparse.Namespace, _: Memory, scope: Scope) -> Deletion:
+    return await scope.delete(
+        event_id=args.event_id, memory_id=args.memory_id, dry_run=args.dry_run
+    )
+
+
+def deletion_lines(done: Deletion) -> str:
+    verb = "would erase" if done.dry_run else "erased"
+    lines = [
+        f"{verb} {len(done.event_ids)} events, {len(done.memory_ids)} memories, "
+        f"{done.relations} relations, {done.vectors} vectors, {done.search_rows} search rows; "
+        f"{done.checkpoints_invalidated} checkpoints invalidated, "
+        f"{done.checkpoints_cleared} cleared",
+        *(f"  event  {event_id}" for event_id in done.event_ids),
+        *(f"  memory {memory_id}" for memory_id in done.memory_ids),
+    ]
+    return "\n".join([*lines, *dry_run_note(done.dry_run)])
+
+
+async def run_erase(args: argparse.Namespace) -> int:
+    selectors = (args.session, args.since, args.until, args.subject, args.fact_key)
+    if args.tombstones_from is None:
+        await answer(
+            args, erase_events, lambda e: "\n".join([erasure_line(e), *yes_note(e.dry_run)])
+        )
+    elif args.everything or any(value is not None for value in selectors):
+        raise InvalidInput("--tombstones-from takes no other selector")
+    else:
+        await answer(args, apply_tombstones, tombstone_lines)
+    return 0
+
+
+async def erase_events(args: argparse.Namespace, _: Memory, scope: Scope) -> Erasure:
+    return await scope.erase(
+        session=args.session,
+        since=args.since,
+        until=args.until,
+        subject=args.subject,
+        fact_key=args.fact_key,
+        everything=args.everything,
+        dry_run=not args.yes,
+        progress=progress("erase"),
+    )
+
+
+async def apply_tombstones(args: argparse.Namespace, memory: Memory, _: Scope) -> TombstoneImport:
+    return await memory.import_tombstones(args.tombstones_from, dry_run=not args.yes)
+
+
+def tombstone_lines(applied: TombstoneImport) -> str:
+    lines = [
+        f"{applied.tombstones} tombstones in the archive, {applied.new} new here",
+        *(erasure_line(e) for e in applied.erasures),
+    ]
+    return "\n".join([*lines, *yes_note(applied.dry_run)])
+
+
+def erasure_line(e: Erasure) -> str:
+    verb = "would erase" if e.dry_run else "erased"
+    return (
+        f"{e.persona}/{e.project}: {verb} {e.events} events, {e.memories} memories, "
+        f"{e.relations} relations, {e.vectors} vectors, {e.search_rows} search rows; "
+        f"{e.checkpoints_invalidated} checkpoints invalidated, {e.checkpoints_cleared} cleared"
+    )
+
+
+def yes_note(dry_run: bool) -> list[str]:
+    return dry_run_note(dry_run, "; add --yes to erase")

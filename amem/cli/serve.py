@@ -1,0 +1,47 @@
+"""``serve``: the MCP server on stdin/stdout (``amem.server``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .common import Command, settings_for
+from .options import database_path
+
+if TYPE_CHECKING:
+    from ..config import Settings
+
+
+def add_commands(command: Command) -> None:
+    serve = command(
+        "serve",
+        run_serve,
+        "run the MCP server on stdin/stdout",
+        (
+            "Speak MCP over stdio for one host (Claude Desktop, Claude Code, Cursor, any MCP "
+            "client). stdout carries JSON-RPC only; logs go to stderr. --persona and --project "
+            "set the scope tools use when a call gives none."
+        ),
+    )
+    serve.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="stderr log level",
+    )
+
+
+async def run_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from ..server import serve
+
+    serve.configure_logging(getattr(logging, args.log_level))
+
+    def configure() -> tuple[Path, Settings]:  # once initialize is answered: pydantic loads
+        settings = settings_for(args)
+        return database_path(args, settings), settings
+
+    await serve.serve(configure)
+    return 0
