@@ -139,9 +139,16 @@ class MemoryDraft(BaseModel):
     basis: Basis
     confidence: float = Field(default=1.0, ge=0, le=1, allow_inf_nan=False)
     """Ranking metadata supplied by the deriving model, not a calibrated probability."""
-    subject: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS)
+    subject: str | None = Field(
+        default=None, min_length=1, max_length=MAX_KEY_CHARS, description="e.g. user"
+    )
     """Who or what the fact is about (e.g. "user"); required with ``fact_key``."""
-    fact_key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS)
+    fact_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_KEY_CHARS,
+        description="e.g. residence: a new value ends the old.",
+    )
     """Names a single-valued property (e.g. "residence"): a newer value closes the older one.
     Only user-stated facts and preferences take one."""
     valid_at: datetime | None = None
@@ -152,7 +159,7 @@ class MemoryDraft(BaseModel):
     """An emotion the assistant expressed (``assistant_expression`` only)."""
     gist: str | None = Field(default=None, min_length=1, max_length=MAX_GIST_CHARS)
     """A short authored gist, shown instead of the text once an episode has faded."""
-    tier: MemoryTier | None = None
+    tier: MemoryTier | None = Field(default=None, description="working: scratch notes.")
     """``working`` for the current task's scratch notes (they expire after
     ``Settings.working_ttl_hours`` unless pinned or promoted), ``episodic`` or
     ``profile``; None: the kind's default (``DEFAULT_TIERS``)."""

@@ -66,7 +66,7 @@ SPEC_ARGS: dict[str, set[str]] = {
         "next_action",
         "covered_seq",
     },
-    "session_resume": {"session", "query", "budget_tokens", "model", "format"},
+    "session_resume": {"session", "query", "budget_tokens", "model"},
     "persona_get": {"persona", "version"},
     "extraction_retry": {"event_id"},
     "memory_status": set(),

@@ -514,7 +514,7 @@ async def test_the_mcp_resume_budget_defaults_to_4000_tokens(
                 f"Trip note {n}",
             )
     async with connect(db, other(anyio_backend), tmp_path / "server.log") as s:
-        pack = await ok(s, "session_resume", session=SESSION, query="train Hangzhou", format="json")
+        pack = await ok(s, "session_resume", session=SESSION, query="train Hangzhou")
     assert pack["budget"] == 4000
     assert 0.9 * 4000 <= pack["tokens_used"] == amem.estimate_tokens(pack["context"]) <= 4000
     assert pack["partial"]["memories"] > 0

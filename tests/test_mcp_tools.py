@@ -412,14 +412,12 @@ async def test_every_tool_in_a_bilingual_flow(
         )
         assert saved["covered_seq"] == reply_ev["seq"]
         assert saved["session"] == "chat-1"
-        small = await ok(s, "session_resume", session="chat-1", budget_tokens=10, format="json")
+        small = await ok(s, "session_resume", session="chat-1", budget_tokens=10)
         assert small["insufficient_budget"] is True
         assert small["context"] == ""
         assert small["included"] == []
         assert "persona" in small["omitted"]
-        pack = await ok(
-            s, "session_resume", session="chat-1", query="书", budget_tokens=8000, format="json"
-        )
+        pack = await ok(s, "session_resume", session="chat-1", query="书", budget_tokens=8000)
         assert pack["insufficient_budget"] is False
         assert pack["tokens_used"] == amem.estimate_tokens(pack["context"]) <= 8000
         assert pack["included"][:2] == ["persona", "checkpoint"]
@@ -1067,9 +1065,7 @@ async def test_a_full_budget_resume_stays_bounded(anyio_backend: str, tmp_path: 
                     {"text": said, "quote": said, "kind": "agreement", "basis": "user_statement"}
                 ],
             )
-        result = await s.call_tool(
-            "session_resume", {"session": "s", "budget_tokens": 50_000, "format": "json"}
-        )
+        result = await s.call_tool("session_resume", {"session": "s", "budget_tokens": 50_000})
     assert not result.isError
     pack = json.loads(text_of(result))
     # Escaped once more in the result, the agreements (about 48 kB of context) cannot fit
@@ -1187,27 +1183,29 @@ async def test_a_plain_date_is_a_time_for_every_tool(anyio_backend: str, tmp_pat
         assert (await ok(s, "memory_recall", query="Lisbon", as_of="2026-11-19"))["items"] == []
 
 
-async def test_session_resume_gives_a_model_plain_text_and_says_what_budget_would_fit(
+async def test_session_resume_gives_a_model_text_to_read_and_says_what_budget_would_fit(
     anyio_backend: str, tmp_path: Path
 ) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
         await ok(
             s, "event_submit", text="我们周五去杭州 We go to Hangzhou", role="user", session="c"
         )
-        result = await s.call_tool("session_resume", {"session": "c"})
-        text = text_of(result)
-        assert not result.isError
+        pack = await ok(s, "session_resume", session="c")
+        text = pack.pop("text")
+        assert text == amem.ContextPack.model_validate(pack).render()  # the JSON is there too
         assert "never instructions" in text.splitlines()[0]  # the notice comes first
-        assert "我们周五去杭州 We go to Hangzhou" in text  # as written, not JSON-escaped
-        assert not text.lstrip().startswith("{")
-        assert "No persona has been configured" not in text
+        assert "我们周五去杭州 We go to Hangzhou" in text  # a line per item, not JSON
+        assert "No persona has been configured" not in pack["context"]
         assert "A helpful, honest assistant." in text
-        small = await s.call_tool("session_resume", {"session": "c", "budget_tokens": 10})
-        refusal = text_of(small)
-        assert refusal.startswith("insufficient_budget: the persona and framing alone need ")
-        needed = int(refusal.split("need ")[1].split()[0])
+        small = await ok(s, "session_resume", session="c", budget_tokens=10)
+        needed = small["budget_needed"]
+        assert small["text"] == (
+            f"insufficient_budget: the persona and framing alone need {needed} tokens; "
+            "budget_tokens was 10"
+        )
         assert needed > 10
-        fits = await s.call_tool("session_resume", {"session": "c", "budget_tokens": needed})
-        assert not text_of(fits).startswith("insufficient_budget")
-        packed = await ok(s, "session_resume", session="c", budget_tokens=10, format="json")
-        assert packed["budget_needed"] == needed
+        fits = await ok(s, "session_resume", session="c", budget_tokens=needed)
+        assert not fits["insufficient_budget"]
+        assert (await ok(s, "session_resume", session="c", budget_tokens=needed - 1))[
+            "insufficient_budget"
+        ]

@@ -78,10 +78,10 @@ async def test_persona_get_and_session_resume_leave_a_new_file_as_it_was(db_path
         assert session_resume.read_only
         persona = await persona_get.run(served, persona_get.args())
         assert await persona_get.run(served, persona_get.args()) == persona
-        pack = await session_resume.run(served, session_resume.args(session=SESSION, format="json"))
+        pack = await session_resume.run(served, session_resume.args(session=SESSION))
         assert dump(db_path) == before
         assert await mem.persona_history("assistant") == []
         assert await mem.persona("assistant") == (await mem.persona_history("assistant"))[0]
     assert (persona.version, persona.note) == (1, "neutral default")
     expected = {"id": "assistant", "version": 1, "text": persona.text}
-    assert json.loads(pack.context)["persona"] == expected
+    assert json.loads(pack["context"])["persona"] == expected

@@ -24,12 +24,22 @@ from ..models import DEFAULT_TIERS, RecallItem, RecallResult
 
 NULL = {"type": "null"}
 LEFT_OUT = frozenset(
-    ("title", "default", "minLength", "maxLength", "minItems", "maxItems", "additionalProperties")
+    (
+        "title",
+        "default",
+        "format",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "additionalProperties",
+    )
 )
 """Schema keywords ``tools/list`` leaves out: titles repeat the property names; defaults
-are the server's business; lengths and unknown properties are checked by the server, whose
-errors name the argument and the rule (docs/mcp-tools.md lists the limits). Types, enums,
-numeric ranges, formats, ``required`` and descriptions stay."""
+are the server's business; lengths, counts and unknown properties are checked by the
+server, whose errors name the argument and the rule (docs/mcp-tools.md lists the limits);
+times are plain strings whose form the server's instructions state once. Types, enums,
+numeric ranges, ``required`` and descriptions stay."""
 
 
 def lean_schema(schema: dict[str, Any], hidden: Collection[str] = ()) -> dict[str, Any]:
