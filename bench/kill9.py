@@ -51,7 +51,6 @@ Run:  uv run python bench/kill9.py [--rounds 220] [--seed 1] [--dir DIR] [--keep
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import random
@@ -65,7 +64,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable
-from contextlib import closing, redirect_stdout
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -76,6 +75,7 @@ from typing import Any
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
+from results_page import add_results_argument, recorded
 
 import amem
 from amem.db.schema import COUNTED_USAGE, SCHEMA_VERSION
@@ -1347,24 +1347,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dir", type=Path, help="work directory (default: a new temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kill9-", dir=args.dir))
     print(f"work directory: {work}", file=sys.stderr)
     started = time.perf_counter()
     tally = anyio.run(run_rounds, args, work)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("kill9", args.results):
         print_report(args, tally, time.perf_counter() - started)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("kill9", printed.getvalue())
     if args.keep or tally.problems:
         print(f"kept: {work}", file=sys.stderr)
     else:

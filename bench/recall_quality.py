@@ -39,7 +39,6 @@ Run:  uv run python bench/recall_quality.py [--sizes 10000,100000,1000000] [--qu
 from __future__ import annotations
 
 import argparse
-import io
 import itertools
 import json
 import math
@@ -51,7 +50,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import closing, redirect_stdout
+from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -70,6 +69,7 @@ from recall import (
     percentile_ms,
     quiet_settings,
 )
+from results_page import add_results_argument, recorded
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
@@ -674,11 +674,7 @@ def main() -> None:
         help="bench/recall.py's cache of built files",
     )
     parser.add_argument("--dump", type=Path, help="write every query and both answers here")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     classes = [c for c in args.classes.split(",") if c.strip()]
@@ -693,14 +689,8 @@ def main() -> None:
         results[size] = {cls: summary(queries) for cls, queries in done.items()}
         if args.dump:
             dump(args.dump, size, done)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("recall_quality", args.results):
         report(results, args.seed)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("recall_quality", printed.getvalue())
 
 
 if __name__ == "__main__":

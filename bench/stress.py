@@ -35,7 +35,6 @@ Run:  uv run python bench/stress.py [--sessions 1000] [--events 8] [--procs 4] [
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import os
@@ -46,12 +45,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+from results_page import add_results_argument, recorded
 
 PERSONA, PROJECT = "bench", "stress"
 RECALL_EVERY = 4
@@ -602,11 +601,7 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=4, help="processes / MCP servers")
     parser.add_argument("--seed", type=int, default=1, help="seed for the generated texts")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temp files")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     parser.add_argument("--worker", choices=("api", "mcp"), help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--run", default="", help=argparse.SUPPRESS)
@@ -619,14 +614,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="amem-stress-", dir=args.dir) as tmp:
         results = run_all(args, Path(tmp))
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("stress", args.results):
         report(results, args)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("stress", printed.getvalue())
 
 
 if __name__ == "__main__":

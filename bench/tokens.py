@@ -29,6 +29,8 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from results_page import add_results_argument, write_results
+
 import amem
 
 DATA = Path("/work/shared/data")
@@ -110,11 +112,7 @@ def errors(estimates: list[int], reals: list[int]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the shared data folder")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     counters = real_counters(litellm_tokenizers())
     english_texts, chinese_texts = english(args.data), chinese(args.data)
@@ -142,8 +140,6 @@ def main() -> None:
             print(table[-1])
     print(json.dumps({"bench": "tokens", "results": results}, separators=(",", ":")))
     if args.results:
-        from common import write_results
-
         write_results("tokens", "\n".join(table))
 
 
