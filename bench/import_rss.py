@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest import make_text
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, recorded
 
 from amem.db.schema import SCHEMA_VERSION
 from amem.db.times import db_time

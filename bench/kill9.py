@@ -75,7 +75,7 @@ from typing import Any
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.db.schema import COUNTED_USAGE, SCHEMA_VERSION

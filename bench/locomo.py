@@ -104,7 +104,7 @@ from common import (
     recall_ids,
     record,
 )
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.llm.embeddings import embed

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import anyio
-from results_page import add_results_argument, write_results
+from reporting import add_results_argument, write_results
 
 import amem
 

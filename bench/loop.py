@@ -40,7 +40,7 @@ from pathlib import Path
 
 import anyio
 from common import add_embedding_arguments, describe_settings, embedding_settings
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, percentile, recorded
 
 import amem
 
@@ -131,14 +131,6 @@ async def run(path: Path, settings: amem.Settings, args: argparse.Namespace) -> 
         for n in range(args.sessions):
             tg.start_soon(run_session, mem, n, pairs, args, measured)
     return measured
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank ``q`` quantile (NaN for no values)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def mean(values: Sequence[float]) -> float:

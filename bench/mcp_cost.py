@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from results_page import add_results_argument, write_results
+from reporting import add_results_argument, write_results
 
 import amem
 from amem.server import session

@@ -78,7 +78,8 @@ from typing import Any
 import anyio
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import get_default_environment, stdio_client
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, recorded
+from reporting import percentile_ms as pct
 
 NPM_PACKAGES = ("@modelcontextprotocol/server-memory@2026.8.31", "mcp-memory-keeper@0.14.1")
 BASIC_MEMORY = "basic-memory==0.24.1"
@@ -573,13 +574,6 @@ async def measure(
 
 
 # --- reporting -----------------------------------------------------------------------------
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] * 1000
 
 
 def hit(row: Row, kind: str) -> float:

@@ -86,7 +86,7 @@ import recall
 import recall_quality
 from common import FUSION_DEPTH, LIMIT, BM25Index, DenseIndex, build, default_mode, rrf
 from embed_cache import local_embedder
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.llm.embeddings import embed

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import multiprocessing
 import os
 import random
@@ -66,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, percentile_ms, recorded
 
 import amem
 from amem.db.drivers import open_sqlite
@@ -577,13 +576,6 @@ def compare(a: Path, b: Path, query: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------- measuring
-
-
-def percentile_ms(values: Sequence[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] * 1000
 
 
 def rss_mb() -> float:

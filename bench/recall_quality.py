@@ -69,7 +69,7 @@ from recall import (
     percentile_ms,
     quiet_settings,
 )
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.db.schema import SCHEMA_VERSION

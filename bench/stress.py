@@ -50,84 +50,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from results_page import add_results_argument, recorded
+import texts
+from reporting import add_results_argument, percentile_ms, recorded
 
 PERSONA, PROJECT = "bench", "stress"
 RECALL_EVERY = 4
 RESUME_BUDGET = 2000
 
-EN_WORDS = (
-    "the",
-    "user",
-    "prefers",
-    "green",
-    "tea",
-    "in",
-    "morning",
-    "and",
-    "reads",
-    "papers",
-    "about",
-    "memory",
-    "project",
-    "deadline",
-    "moved",
-    "to",
-    "friday",
-    "please",
-    "remind",
-    "me",
-    "meeting",
-    "with",
-    "alice",
-    "database",
-    "backup",
-    "finished",
-    "without",
-    "errors",
-    "travel",
-    "shanghai",
-    "next",
-    "week",
-    "hangzhou",
-    "novel",
-    "piano",
-    "marathon",
-)
-ZH_WORDS = (
-    "我",
-    "喜欢",
-    "早上",
-    "喝",
-    "绿茶",
-    "项目",
-    "截止",
-    "日期",
-    "改到",
-    "周五",
-    "请",
-    "提醒",
-    "开会",
-    "数据库",
-    "备份",
-    "完成",
-    "下周",
-    "去",
-    "上海",
-    "出差",
-    "记忆",
-    "用户",
-    "偏好",
-    "今天",
-    "天气",
-    "很好",
-    "我们",
-    "讨论",
-    "方案",
-    "杭州",
-    "小说",
-    "钢琴",
-)
+EN_WORDS = (*texts.EN_WORDS, "hangzhou", "novel", "piano", "marathon")
+ZH_WORDS = (*texts.ZH_WORDS, "杭州", "小说", "钢琴")
 EN_QUERY = ("green tea", "database backup", "shanghai travel", "deadline friday", "piano")
 ZH_QUERY = ("绿茶", "数据库备份", "上海出差", "截止日期", "钢琴小说")
 
@@ -201,13 +132,7 @@ class Result:
 
 
 def make_text(rng: random.Random) -> str:
-    kind = rng.randrange(3)
-    n = rng.randint(4, 14)
-    if kind == 0:
-        return " ".join(rng.choices(EN_WORDS, k=n))
-    if kind == 1:
-        return "".join(rng.choices(ZH_WORDS, k=n))
-    return " ".join(rng.choice(ZH_WORDS) + rng.choice(EN_WORDS) for _ in range(n // 2 + 1))
+    return texts.mixed_text(rng, 4, 14, EN_WORDS, ZH_WORDS)
 
 
 def make_sessions(sessions: int, events: int, seed: int, run: str) -> list[Session]:
@@ -224,13 +149,6 @@ def make_sessions(sessions: int, events: int, seed: int, run: str) -> list[Sessi
         ops.append(Op("resume", rng.choice(EN_QUERY + ZH_QUERY)))
         out.append(Session(f"{run}-sess-{s:05d}", tuple(ops)))
     return out
-
-
-def percentile_ms(values: list[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] * 1000
 
 
 def is_lock_text(text: str) -> bool:

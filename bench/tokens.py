@@ -29,7 +29,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from results_page import add_results_argument, write_results
+from reporting import add_results_argument, write_results
 
 import amem
 

@@ -48,7 +48,7 @@ import httpx
 import numpy as np
 from recall import PERSONA, PROJECT, percentile_ms
 from recall_quality import migrated_copy, settled
-from results_page import add_results_argument, recorded
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.search.vectors import Matrices

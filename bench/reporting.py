@@ -1,5 +1,5 @@
-"""Every bench's ``--results``: its printed table becomes its latest run in
-``docs/benchmarks.md``.
+"""What every bench's report shares: the nearest-rank percentiles of its timings, and its
+``--results``, with which its printed table becomes its latest run in ``docs/benchmarks.md``.
 
 Standard library only, so that a bench's measuring subprocesses, which import the bench's
 module, load nothing more for it (``bench/common.py`` brings in amem, numpy and httpx).
@@ -9,15 +9,30 @@ from __future__ import annotations
 
 import argparse
 import io
+import math
 import os
 import platform
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (NaN for no values)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def percentile_ms(seconds: Sequence[float], q: float) -> float:
+    """``percentile`` of timings in seconds, in milliseconds."""
+    return percentile(seconds, q) * 1000
+
 
 RESULTS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 

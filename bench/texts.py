@@ -1,0 +1,91 @@
+"""The short mixed Chinese and English event texts the write benches submit
+(``bench/ingest.py``, ``bench/stress.py``, ``bench/import_rss.py``). Standard library only,
+so that measuring subprocesses load nothing more for it."""
+
+from __future__ import annotations
+
+import random
+
+EN_WORDS = (
+    "the",
+    "user",
+    "prefers",
+    "green",
+    "tea",
+    "in",
+    "morning",
+    "and",
+    "reads",
+    "papers",
+    "about",
+    "memory",
+    "project",
+    "deadline",
+    "moved",
+    "to",
+    "friday",
+    "please",
+    "remind",
+    "me",
+    "meeting",
+    "with",
+    "alice",
+    "database",
+    "backup",
+    "finished",
+    "without",
+    "errors",
+    "travel",
+    "shanghai",
+    "next",
+    "week",
+)
+ZH_WORDS = (
+    "我",
+    "喜欢",
+    "早上",
+    "喝",
+    "绿茶",
+    "项目",
+    "截止",
+    "日期",
+    "改到",
+    "周五",
+    "请",
+    "提醒",
+    "开会",
+    "数据库",
+    "备份",
+    "完成",
+    "下周",
+    "去",
+    "上海",
+    "出差",
+    "记忆",
+    "用户",
+    "偏好",
+    "今天",
+    "天气",
+    "很好",
+    "我们",
+    "讨论",
+    "方案",
+)
+
+
+def mixed_text(
+    rng: random.Random,
+    shortest: int,
+    longest: int,
+    en: tuple[str, ...] = EN_WORDS,
+    zh: tuple[str, ...] = ZH_WORDS,
+) -> str:
+    """English words, Chinese words, or Chinese-English pairs: ``n`` words (pairs: ``n // 2 +
+    1``) for ``n`` drawn from ``shortest`` to ``longest``."""
+    kind = rng.randrange(3)
+    n = rng.randint(shortest, longest)
+    if kind == 0:
+        return " ".join(rng.choices(en, k=n))
+    if kind == 1:
+        return "".join(rng.choices(zh, k=n))
+    return " ".join(rng.choice(zh) + rng.choice(en) for _ in range(n // 2 + 1))
