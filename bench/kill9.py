@@ -75,7 +75,7 @@ from typing import Any
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
-from reporting import add_results_argument, recorded
+from reporting import add_results_argument, print_header, recorded
 
 import amem
 from amem.db.schema import COUNTED_USAGE, SCHEMA_VERSION
@@ -1285,8 +1285,7 @@ def print_report(args: argparse.Namespace, tally: Tally, seconds: float) -> dict
         f"kill9: {tally.rounds} rounds x {TASKS} tasks, one file, SIGKILL each round, "
         f"seed {args.seed}, {os.cpu_count()} cores"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for op in rows:
         print(
             f"{op:<14}{tally.acked[op]:>8,}{tally.in_flight[op]:>11,}{tally.errors[op]:>8,}"

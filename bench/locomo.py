@@ -104,6 +104,7 @@ from common import (
     recall_ids,
     record,
 )
+from events import submit
 from reporting import add_results_argument, recorded
 
 import amem
@@ -234,13 +235,7 @@ def load(path: Path, limit: int | None, as_of: str) -> tuple[list[Conversation],
 async def ingest(scope: amem.Scope, conversation: Conversation) -> None:
     """One event and one manually derived episode memory per turn."""
     for turn in conversation.turns:
-        await scope.submit_event(
-            turn.event_text,
-            role=turn.role,
-            event_id=turn.event_id,
-            session=turn.session,
-            occurred_at=turn.occurred_at,
-        )
+        await submit(scope, turn)
         basis = "user_statement" if turn.role == "user" else "assistant_expression"
         draft = {"text": turn.memory_text, "quote": turn.quote, "kind": "episode", "basis": basis}
         await scope.add_memories(turn.event_id, [draft])

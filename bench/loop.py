@@ -40,7 +40,7 @@ from pathlib import Path
 
 import anyio
 from common import add_embedding_arguments, describe_settings, embedding_settings
-from reporting import add_results_argument, percentile, recorded
+from reporting import add_results_argument, percentile, print_header, recorded
 
 import amem
 
@@ -160,8 +160,7 @@ def report(measured: Turns, wall_s: float, path: Path, args: argparse.Namespace)
         f"{'turns':<11} {'remember p50':>12} {'p99 ms':>7} {'prefetch p50':>12} {'p99 ms':>7} "
         f"{'full mean':>9} {'full p10':>8} {'insufficient':>12}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     print(
         f"{f'>= {args.warm}':<11} {'':>12} {'':>7} {'':>12} {'':>7} "
         f"{full['fullness_mean']:>9.3f} {full['fullness_p10']:>8.3f}"

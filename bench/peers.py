@@ -78,7 +78,7 @@ from typing import Any
 import anyio
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import get_default_environment, stdio_client
-from reporting import add_results_argument, recorded
+from reporting import add_results_argument, print_header, recorded
 from reporting import percentile_ms as pct
 
 NPM_PACKAGES = ("@modelcontextprotocol/server-memory@2026.8.31", "mcp-memory-keeper@0.14.1")
@@ -602,8 +602,7 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
             f"{'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'phrase':>6} {'keywd':>6} {'zh':>6} "
             f"{'RSS MiB':>7} {'disk MiB':>8} {'B/item':>7}"
         )
-        print(header)
-        print("-" * len(header))
+        print_header(header)
         for r in these:
             if r.unavailable:
                 print(f"{r.server:<14} unavailable: {r.unavailable}")

@@ -65,7 +65,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from reporting import add_results_argument, percentile_ms, recorded
+from events import submit
+from reporting import add_results_argument, percentile_ms, print_header, recorded
 
 import amem
 from amem.db.drivers import open_sqlite
@@ -528,13 +529,7 @@ def check_equivalence(seed: int, n: int = 300) -> list[str]:
             async with amem.open(api, settings=quiet_settings()) as mem:
                 scope = mem.scope(PERSONA, PROJECT)
                 for item in items:
-                    await scope.submit_event(
-                        item.event_text,
-                        role=item.role,
-                        event_id=item.event_id,
-                        session=item.session,
-                        occurred_at=item.occurred_at,
-                    )
+                    await submit(scope, item)
                     await scope.add_memories(item.event_id, [item.draft()])
 
         anyio.run(through_api)
@@ -693,8 +688,7 @@ def report(results: list[tuple[int, Json, Json]], args: argparse.Namespace) -> N
             f"  {size:>9,} memories: {info['bytes'] / 2**20:,.0f} MB file, build "
             f"{info['build_s']:,.1f} s ({built}, {info['built_at']})"
         )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
 
     def row(
         size: int, mode: str, name: str, hits: str, ts: list[float], bs: list[float], rss: str

@@ -69,7 +69,7 @@ from recall import (
     percentile_ms,
     quiet_settings,
 )
-from reporting import add_results_argument, recorded
+from reporting import add_results_argument, print_header, recorded
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
@@ -611,8 +611,7 @@ def report(results: dict[int, dict[str, dict[str, Any]]], seed: int) -> None:
         f"{'ref@5':>7} {'fast p50':>9} {'fast p99':>9} {'ref p50':>9} {'ref p99':>9} "
         f"{'hit@5':>6} {'p99':>5}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
 
     def cell(value: float | None, width: int, fmt: str) -> str:
         return f"{'-':>{width}}" if value is None else f"{value:>{width}{fmt}}"

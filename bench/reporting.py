@@ -34,6 +34,12 @@ def percentile_ms(seconds: Sequence[float], q: float) -> float:
     return percentile(seconds, q) * 1000
 
 
+def print_header(header: str) -> None:
+    """A table's header line, underlined."""
+    print(header)
+    print("-" * len(header))
+
+
 RESULTS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 

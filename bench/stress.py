@@ -50,15 +50,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import texts
-from reporting import add_results_argument, percentile_ms, recorded
+import events
+from reporting import add_results_argument, percentile_ms, print_header, recorded
 
 PERSONA, PROJECT = "bench", "stress"
 RECALL_EVERY = 4
 RESUME_BUDGET = 2000
 
-EN_WORDS = (*texts.EN_WORDS, "hangzhou", "novel", "piano", "marathon")
-ZH_WORDS = (*texts.ZH_WORDS, "杭州", "小说", "钢琴")
+EN_WORDS = (*events.EN_WORDS, "hangzhou", "novel", "piano", "marathon")
+ZH_WORDS = (*events.ZH_WORDS, "杭州", "小说", "钢琴")
 EN_QUERY = ("green tea", "database backup", "shanghai travel", "deadline friday", "piano")
 ZH_QUERY = ("绿茶", "数据库备份", "上海出差", "截止日期", "钢琴小说")
 
@@ -132,7 +132,7 @@ class Result:
 
 
 def make_text(rng: random.Random) -> str:
-    return texts.mixed_text(rng, 4, 14, EN_WORDS, ZH_WORDS)
+    return events.mixed_text(rng, 4, 14, EN_WORDS, ZH_WORDS)
 
 
 def make_sessions(sessions: int, events: int, seed: int, run: str) -> list[Session]:
@@ -449,8 +449,7 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
         f"{'resume p99':>10} {'errors':>6} {'lock err':>8} {'acked':>6} {'missing':>7} "
         f"{'changed':>7} {'found%':>6} {'WAL end KiB':>11} {'WAL closed':>10}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for r in results:
         s = r.stats
         ops_s = (len(s.acks) + len(s.recalls) + len(s.resumes)) / r.elapsed

@@ -1,10 +1,16 @@
-"""The short mixed Chinese and English event texts the write benches submit
-(``bench/ingest.py``, ``bench/stress.py``, ``bench/import_rss.py``). Standard library only,
-so that measuring subprocesses load nothing more for it."""
+"""What the benches submit as events: the short mixed Chinese and English texts of the
+write benches (``bench/ingest.py``, ``bench/stress.py``, ``bench/import_rss.py``), and one
+event submitted with its own ID, session, role and time (``submit``). Standard library
+only, so that measuring subprocesses load nothing more for it."""
 
 from __future__ import annotations
 
 import random
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import amem
 
 EN_WORDS = (
     "the",
@@ -89,3 +95,26 @@ def mixed_text(
     if kind == 1:
         return "".join(rng.choices(zh, k=n))
     return " ".join(rng.choice(zh) + rng.choice(en) for _ in range(n // 2 + 1))
+
+
+class Event(Protocol):
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def session(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def event_text(self) -> str: ...
+    @property
+    def occurred_at(self) -> datetime | str: ...
+
+
+async def submit(scope: amem.Scope, event: Event) -> None:
+    await scope.submit_event(
+        event.event_text,
+        role=event.role,
+        event_id=event.event_id,
+        session=event.session,
+        occurred_at=event.occurred_at,
+    )
