@@ -6,8 +6,7 @@ only, so that measuring subprocesses load nothing more for it."""
 from __future__ import annotations
 
 import random
-from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import amem
@@ -97,20 +96,9 @@ def mixed_text(
     return " ".join(rng.choice(zh) + rng.choice(en) for _ in range(n // 2 + 1))
 
 
-class Event(Protocol):
-    @property
-    def event_id(self) -> str: ...
-    @property
-    def session(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def event_text(self) -> str: ...
-    @property
-    def occurred_at(self) -> datetime | str: ...
-
-
-async def submit(scope: amem.Scope, event: Event) -> None:
+async def submit(scope: amem.Scope, event: Any) -> None:
+    """``event``: anything with ``event_text``, ``role``, ``event_id``, ``session`` and
+    ``occurred_at``."""
     await scope.submit_event(
         event.event_text,
         role=event.role,
