@@ -14,6 +14,7 @@ from contextlib import closing
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import helpers
 import pytest
@@ -643,8 +644,36 @@ async def test_read_pages_the_original_evidence_unaltered(scope: amem.Scope) -> 
 
 # -- fading ----------------------------------------------------------------------------
 
+
+class Fading(NamedTuple):
+    """A memory of a kind that fades with age, and a query that finds it."""
+
+    event: str
+    text: str
+    quote: str
+    role: str
+    kind: str
+    basis: str
+    extra: dict[str, object]
+    query: str
+
+    async def derive(self, scope: amem.Scope, at: str, **draft: object) -> amem.MemoryRecord:
+        return await derive(
+            scope,
+            self.event,
+            self.text,
+            self.quote,
+            at=at,
+            role=self.role,
+            kind=self.kind,
+            basis=self.basis,
+            **draft,
+            **self.extra,
+        )
+
+
 FADING = [
-    (
+    Fading(
         "I went hiking in the Alps with Anna",
         "User went hiking in the Alps with Anna",
         "hiking in the Alps",
@@ -654,7 +683,7 @@ FADING = [
         {},
         "Alps",
     ),
-    (
+    Fading(
         "我和小王去西湖划船了",
         "用户和小王去西湖划船",
         "去西湖划船",
@@ -664,7 +693,7 @@ FADING = [
         {},
         "西湖",
     ),
-    (
+    Fading(
         "You seem tired after the marathon",
         "User seemed tired after the marathon",
         "tired after the marathon",
@@ -674,7 +703,7 @@ FADING = [
         {},
         "marathon",
     ),
-    (
+    Fading(
         "听到你升职了，我真为你高兴！",
         "助手为用户升职感到高兴",
         "我真为你高兴",
@@ -688,81 +717,32 @@ FADING = [
 FADING_IDS = ["episode-en", "episode-zh", "observation", "emotion"]
 
 
-@pytest.mark.parametrize(
-    ("event", "text", "quote", "role", "kind", "basis", "extra", "query"), FADING, ids=FADING_IDS
-)
-async def test_old_episodes_show_their_authored_gist(
-    scope: amem.Scope,
-    event: str,
-    text: str,
-    quote: str,
-    role: str,
-    kind: str,
-    basis: str,
-    extra: dict[str, object],
-    query: str,
-) -> None:
-    gist = f"gist: {kind} 要点"
-    old = await derive(
-        scope, event, text, quote, at=OLD, role=role, kind=kind, basis=basis, gist=gist, **extra
-    )
-    item = await item_for(scope, query, old.id)
+@pytest.mark.parametrize("case", FADING, ids=FADING_IDS)
+async def test_old_episodes_show_their_authored_gist(scope: amem.Scope, case: Fading) -> None:
+    gist = f"gist: {case.kind} 要点"
+    old = await case.derive(scope, OLD, gist=gist)
+    item = await item_for(scope, case.query, old.id)
     assert (item.text, item.gist, item.coarse_time) == (gist, True, None)
     assert item.valid_at == old.valid_at
 
 
-@pytest.mark.parametrize(
-    ("event", "text", "quote", "role", "kind", "basis", "extra", "query"), FADING, ids=FADING_IDS
-)
+@pytest.mark.parametrize("case", FADING, ids=FADING_IDS)
 async def test_old_episodes_without_a_gist_show_a_labelled_topic_cue(
-    scope: amem.Scope,
-    event: str,
-    text: str,
-    quote: str,
-    role: str,
-    kind: str,
-    basis: str,
-    extra: dict[str, object],
-    query: str,
+    scope: amem.Scope, case: Fading
 ) -> None:
-    old = await derive(
-        scope, event, text, quote, at=OLD, role=role, kind=kind, basis=basis, **extra
-    )
-    item = await item_for(scope, query, old.id)
+    old = await case.derive(scope, OLD)
+    item = await item_for(scope, case.query, old.id)
     assert item.text.startswith("[topic cue]")
-    assert item.text != text
+    assert item.text != case.text
     assert len(item.text.removeprefix("[topic cue]").strip()) > 0
     assert item.gist is True
 
 
-@pytest.mark.parametrize(
-    ("event", "text", "quote", "role", "kind", "basis", "extra", "query"), FADING, ids=FADING_IDS
-)
-async def test_recent_episodes_stay_detailed(
-    scope: amem.Scope,
-    event: str,
-    text: str,
-    quote: str,
-    role: str,
-    kind: str,
-    basis: str,
-    extra: dict[str, object],
-    query: str,
-) -> None:
-    recent = await derive(
-        scope,
-        event,
-        text,
-        quote,
-        at=RECENT,
-        role=role,
-        kind=kind,
-        basis=basis,
-        gist="short gist",
-        **extra,
-    )
-    item = await item_for(scope, query, recent.id)
-    assert (item.text, item.gist, item.coarse_time) == (text, False, None)
+@pytest.mark.parametrize("case", FADING, ids=FADING_IDS)
+async def test_recent_episodes_stay_detailed(scope: amem.Scope, case: Fading) -> None:
+    recent = await case.derive(scope, RECENT, gist="short gist")
+    item = await item_for(scope, case.query, recent.id)
+    assert (item.text, item.gist, item.coarse_time) == (case.text, False, None)
 
 
 @pytest.mark.parametrize(("at", "decade"), [(ANCIENT, "2010s"), ("2009-12-31T23:00:00Z", "2000s")])
