@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import helpers
 import pytest
-from helpers import amem_cli
+from helpers import amem_cli, memory_draft
 from mcp_client import MARKER, connect, ok, other, refused
 
 import amem
@@ -314,14 +314,7 @@ async def test_memory_list_through_the_mcp_client(anyio_backend: str, tmp_path: 
                 s,
                 "memory_add",
                 event_id=f"e{n}",
-                memories=[
-                    {
-                        "text": f"用户喜欢第{n}种茶",
-                        "quote": f"我喜欢第{n}种茶",
-                        "kind": "preference",
-                        "basis": "user_statement",
-                    }
-                ],
+                memories=[memory_draft(f"用户喜欢第{n}种茶", f"我喜欢第{n}种茶", "preference")],
             )
 
         first = await ok(s, "memory_list", limit=2)

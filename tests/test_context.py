@@ -49,13 +49,9 @@ async def express(
     [memory] = await scope.add_memories(
         receipt.event_id,
         [
-            {
-                "text": f"Assistant felt {label}",
-                "quote": quote,
-                "kind": "emotion",
-                "basis": "assistant_expression",
-                "emotion": emotion,
-            }
+            helpers.memory_draft(
+                f"Assistant felt {label}", quote, "emotion", "assistant_expression", emotion=emotion
+            )
         ],
     )
     return memory
@@ -137,14 +133,7 @@ async def populate(mem: amem.Memory, scope: amem.Scope) -> None:
     )
     await scope.add_memories(
         receipt.event_id,
-        [
-            {
-                "text": "约定：先给例句再解释",
-                "quote": "先给我例句",
-                "kind": "agreement",
-                "basis": "user_statement",
-            }
-        ],
+        [helpers.memory_draft("约定：先给例句再解释", "先给我例句", "agreement")],
     )
     await derive(scope, "我在准备 HSK 五级考试", "用户在准备HSK五级考试", "准备 HSK 五级考试")
     await derive(
@@ -241,12 +230,11 @@ async def test_agreements_are_capped_at_twenty_and_memories_grow_with_the_budget
         [memory] = await scope.add_memories(
             receipt.event_id,
             [
-                {
-                    "text": f"Agreement {n}: jazz on Fridays",
-                    "quote": f"rule {n}",
-                    "kind": "growth" if n % 5 == 0 else "agreement",
-                    "basis": "user_statement",
-                }
+                helpers.memory_draft(
+                    f"Agreement {n}: jazz on Fridays",
+                    f"rule {n}",
+                    "growth" if n % 5 == 0 else "agreement",
+                )
             ],
         )
         agreements.append(memory)
@@ -576,14 +564,14 @@ async def test_an_emotion_that_stopped_being_valid_is_not_current(scope: amem.Sc
     await scope.add_memories(
         receipt.event_id,
         [
-            {
-                "text": "Assistant felt nervous",
-                "quote": "好紧张",
-                "kind": "emotion",
-                "basis": "assistant_expression",
-                "invalid_at": hours_after(EXPRESSED, 1),
-                "emotion": {"label": "nervous", "valence": -0.4, "arousal": 0.8},
-            }
+            helpers.memory_draft(
+                "Assistant felt nervous",
+                "好紧张",
+                "emotion",
+                "assistant_expression",
+                invalid_at=hours_after(EXPRESSED, 1),
+                emotion={"label": "nervous", "valence": -0.4, "arousal": 0.8},
+            )
         ],
     )
     assert await scope.current_emotion(as_of=hours_after(EXPRESSED, 0.5)) is not None
@@ -596,14 +584,7 @@ async def test_recent_events_leave_out_amended_wording(scope: amem.Scope) -> Non
     )
     [home] = await scope.add_memories(
         receipt.event_id,
-        [
-            {
-                "text": "User lives in Paris",
-                "quote": "I live in Paris",
-                "kind": "fact",
-                "basis": "user_statement",
-            }
-        ],
+        [helpers.memory_draft("User lives in Paris", "I live in Paris")],
     )
     await scope.submit_event(
         "Anyway, hello", role="user", session=SESSION, occurred_at="2026-05-31T00:00:00Z"

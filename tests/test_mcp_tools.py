@@ -151,15 +151,7 @@ async def test_every_tool_takes_the_scope_and_names_an_unknown_argument(
                 "memory_add",
                 {
                     "event_id": "e",
-                    "memories": [
-                        {
-                            "text": "t",
-                            "quote": "q",
-                            "kind": "fact",
-                            "basis": "inference",
-                            "colour": 1,
-                        }
-                    ],
+                    "memories": [draft("t", "q", kind="fact", basis="inference", colour=1)],
                 },
             )
         )
@@ -266,12 +258,7 @@ async def test_every_tool_in_a_bilingual_flow(
             "memory_add",
             event_id="zh-1",
             memories=[
-                {
-                    "text": "用户买了一本书《三体》",
-                    "quote": "买了一本书",
-                    "kind": "episode",
-                    "basis": "user_statement",
-                },
+                draft("用户买了一本书《三体》", "买了一本书", kind="episode"),
             ],
         )
         [book_id] = added["memory_ids"]
@@ -282,20 +269,14 @@ async def test_every_tool_in_a_bilingual_flow(
             "memory_add",
             event_id="en-1",
             memories=[
-                {
-                    "text": "User lives in Hangzhou",
-                    "quote": "I moved to Hangzhou",
-                    "kind": "fact",
-                    "basis": "user_statement",
-                    "subject": "user",
-                    "fact_key": "residence",
-                },
-                {
-                    "text": "User loves green tea",
-                    "quote": "I love green tea",
-                    "kind": "preference",
-                    "basis": "user_statement",
-                },
+                draft(
+                    "User lives in Hangzhou",
+                    "I moved to Hangzhou",
+                    kind="fact",
+                    subject="user",
+                    fact_key="residence",
+                ),
+                draft("User loves green tea", "I love green tea"),
             ],
         )
         home_id, tea_id = added["memory_ids"]
@@ -304,12 +285,12 @@ async def test_every_tool_in_a_bilingual_flow(
             "memory_add",
             event_id="as-1",
             memories=[
-                {
-                    "text": "助手答应记住用户喜欢绿茶",
-                    "quote": "我记住了",
-                    "kind": "agreement",
-                    "basis": "assistant_expression",
-                },
+                draft(
+                    "助手答应记住用户喜欢绿茶",
+                    "我记住了",
+                    kind="agreement",
+                    basis="assistant_expression",
+                ),
             ],
         )
         [promise_id] = added["memory_ids"]
@@ -978,12 +959,11 @@ async def test_large_results_stay_bounded(anyio_backend: str, tmp_path: Path) ->
                 "memory_add",
                 event_id=f"wall-{n}",
                 memories=[
-                    {
-                        "text": (f"长城 memory {n}: " + "用户多次谈到长城。" * 300)[:2000],
-                        "quote": body[:1500],
-                        "kind": "observation",
-                        "basis": "user_statement",
-                    }
+                    draft(
+                        (f"长城 memory {n}: " + "用户多次谈到长城。" * 300)[:2000],
+                        body[:1500],
+                        kind="observation",
+                    )
                 ],
             )
         result = await s.call_tool(
@@ -1031,12 +1011,7 @@ async def test_results_quoting_a_huge_event_stay_bounded(
             {
                 "event_id": "big",
                 "memories": [
-                    {
-                        "text": "用户说长城很长",
-                        "quote": big,
-                        "kind": "fact",
-                        "basis": "user_statement",
-                    },
+                    draft("用户说长城很长", big, kind="fact"),
                 ],
             },
         )

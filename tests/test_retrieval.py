@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import helpers
 import pytest
-from helpers import undo_v9
+from helpers import memory_draft, undo_v9
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -522,18 +522,8 @@ async def test_an_event_with_derived_memories_is_not_returned_raw(scope: amem.Sc
     memories = await scope.add_memories(
         receipt.event_id,
         [
-            {
-                "text": "User lives in Hangzhou",
-                "quote": "搬到杭州",
-                "kind": "fact",
-                "basis": "user_statement",
-            },
-            {
-                "text": "User lives near West Lake",
-                "quote": "离西湖很近",
-                "kind": "fact",
-                "basis": "user_statement",
-            },
+            memory_draft("User lives in Hangzhou", "搬到杭州"),
+            memory_draft("User lives near West Lake", "离西湖很近"),
         ],
     )
     items = (await scope.recall("西湖", as_of=AS_OF)).items
@@ -567,18 +557,8 @@ async def test_a_sibling_of_a_corrected_fact_does_not_bring_back_its_wording(
     paris, _ = await scope.add_memories(
         receipt.event_id,
         [
-            {
-                "text": "User lives in Paris",
-                "quote": "live in Paris",
-                "kind": "fact",
-                "basis": "user_statement",
-            },
-            {
-                "text": "User likes jazz",
-                "quote": "like jazz",
-                "kind": "preference",
-                "basis": "user_statement",
-            },
+            memory_draft("User lives in Paris", "live in Paris"),
+            memory_draft("User likes jazz", "like jazz", "preference"),
         ],
     )
     await scope.correct(paris.id, "User lives in Parma")
@@ -862,18 +842,8 @@ async def test_an_amended_events_wording_is_no_search_key(scope: amem.Scope) -> 
     home, jazz = await scope.add_memories(
         receipt.event_id,
         [
-            {
-                "text": "User lives in Paris",
-                "quote": "I live in Paris",
-                "kind": "fact",
-                "basis": "user_statement",
-            },
-            {
-                "text": "User likes jazz",
-                "quote": "I like jazz",
-                "kind": "preference",
-                "basis": "user_statement",
-            },
+            memory_draft("User lives in Paris", "I live in Paris"),
+            memory_draft("User likes jazz", "I like jazz", "preference"),
         ],
     )
     await scope.correct(home.id, "User lives in Lyon")
@@ -946,12 +916,7 @@ async def test_a_small_limit_returns_the_top_of_a_large_one(
         when = (datetime.fromisoformat(AS_OF) - timedelta(days=days[n])).isoformat()
         receipt = await scope.submit_event(text, role="user", occurred_at=when)
         if n in derived:  # some scopes have memories too, linked to each other
-            draft = {
-                "text": f"User said {text}",
-                "quote": text,
-                "kind": "fact",
-                "basis": "user_statement",
-            }
+            draft = memory_draft(f"User said {text}", text)
             [memory] = await scope.add_memories(receipt.event_id, [draft])
             memories.append(memory.id)
     for first, second in itertools.pairwise(memories):

@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
-from helpers import undo_v6, value
+from helpers import memory_draft, undo_v6, value
 
 import amem
 from amem.db.drivers import open_sqlite
@@ -148,12 +148,7 @@ async def test_chinese_and_digits_are_not_stemmed(db_path: Path, scope: amem.Sco
 async def test_topic_cue_shows_the_words_not_their_stems(db_path: Path, scope: amem.Scope) -> None:
     said = "I studied Japanese grammars every evening"
     await scope.submit_event(said, role="user", event_id="study", session="s")
-    draft = {
-        "text": "User studies Japanese grammars every evening",
-        "quote": said,
-        "kind": "episode",
-        "basis": "user_statement",
-    }
+    draft = memory_draft("User studies Japanese grammars every evening", said, "episode")
     await scope.add_memories("study", [draft])
     cue = value(db_path, "select cue_key from memories where event_id = 'study'")
     assert cue == "studies japanese grammars every evening"
