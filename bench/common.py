@@ -211,12 +211,12 @@ class BM25Index:
             ((n, segment(text)) for n, (_, text) in enumerate(docs, 1)),
         )
 
-    def rank(self, query: str, k: int = LIMIT) -> list[str]:
-        """The query as an OR of amem's query tokens, best first."""
+    def rank(self, query: str, k: int = LIMIT, *, every: bool = False) -> list[str]:
+        """The query as an OR (``every``: an AND) of amem's query tokens, best first."""
         terms = query_tokens(query)
         if not terms:
             return []
-        match = " OR ".join(literal(term) for term in terms)
+        match = (" AND " if every else " OR ").join(literal(term) for term in terms)
         rows = self.conn.execute(
             "select rowid from docs where docs match ? order by bm25(docs), rowid limit ?",
             (match, k),

@@ -90,7 +90,6 @@ from reporting import add_results_argument, recorded
 
 import amem
 from amem.llm.embeddings import embed
-from amem.search.text import literal, query_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = ("locomo", "memorybank-zh", "memorybank-en", "madial-en", "fixture", "synthetic")
@@ -415,22 +414,6 @@ def load_synthetic(cache: Path, size: int, count: int, seed: int) -> Corpus:
 # --- running -----------------------------------------------------------------------------
 
 
-class LexicalIndex(BM25Index):
-    """``BM25Index`` that can also require every query token."""
-
-    def rank_every(self, query: str, k: int = LIMIT) -> list[str]:
-        """The query as an AND of amem's query tokens, best first."""
-        terms = query_tokens(query)
-        if not terms:
-            return []
-        match = " AND ".join(literal(term) for term in terms)
-        rows = self.conn.execute(
-            "select rowid from docs where docs match ? order by bm25(docs), rowid limit ?",
-            (match, k),
-        )
-        return [self.ids[rowid - 1] for (rowid,) in rows]
-
-
 @dataclass(slots=True)
 class Answer:
     query: Query
@@ -498,7 +481,7 @@ async def rank_baselines(
     texts = [text for _, text in part.docs]
     vectors = await embed(client, settings, texts, query=False)
     queries = await embed(client, settings, [q.text for q in part.queries], query=True)
-    lexical = LexicalIndex(part.docs)
+    lexical = BM25Index(part.docs)
     dense = DenseIndex([doc_id for doc_id, _ in part.docs], vectors)
     answers = []
     try:
@@ -506,7 +489,7 @@ async def rank_baselines(
             any_term = lexical.rank(query.text, FUSION_DEPTH)
             near = dense.rank(vector, FUSION_DEPTH)
             ranked = {
-                "bm25-and": tuple(lexical.rank_every(query.text)),
+                "bm25-and": tuple(lexical.rank(query.text, every=True)),
                 "bm25-or": tuple(any_term[:LIMIT]),
                 "dense": tuple(near[:LIMIT]),
                 "rrf": tuple(rrf([any_term, near])[:LIMIT]),

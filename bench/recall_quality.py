@@ -365,13 +365,22 @@ def rare_queries(conn: sqlite3.Connection, count: int, rnd: random.Random) -> li
     return rnd.sample(found, min(count, len(found)))
 
 
-def keywords(
+def shuffled_combo(
     conn: sqlite3.Connection, rnd: random.Random, target: str, text: str, zh: bool
-) -> str | None:
+) -> list[str] | None:
+    """The words of a combination that names the target alone, in random order; None for a
+    text not in the language (``zh``: Chinese) or without such a combination."""
     if english(text) == zh:
         return None
     combo = unique_combo(conn, rnd, zh_words(text) if zh else en_words(text), target)
-    return None if combo is None else " ".join(rnd.sample(combo, len(combo)))
+    return None if combo is None else rnd.sample(combo, len(combo))
+
+
+def keywords(
+    conn: sqlite3.Connection, rnd: random.Random, target: str, text: str, zh: bool
+) -> str | None:
+    words = shuffled_combo(conn, rnd, target, text, zh)
+    return None if words is None else " ".join(words)
 
 
 def en_phrase(conn: sqlite3.Connection, rnd: random.Random, target: str, text: str) -> str | None:
@@ -410,12 +419,9 @@ def long_query(
     conn: sqlite3.Connection, rnd: random.Random, target: str, text: str, zh: bool
 ) -> str | None:
     """Four turns of chit-chat, one of them naming the target by a unique combination."""
-    if english(text) == zh:
+    words = shuffled_combo(conn, rnd, target, text, zh)
+    if words is None:
         return None
-    combo = unique_combo(conn, rnd, zh_words(text) if zh else en_words(text), target)
-    if combo is None:
-        return None
-    words = list(rnd.sample(combo, len(combo)))
     named = (
         ("、".join(words[:-1]) + "和" + words[-1])
         if zh
