@@ -1,11 +1,14 @@
 """What the benches submit as events: the short mixed Chinese and English texts of the
-write benches (``bench/ingest.py``, ``bench/stress.py``, ``bench/import_rss.py``), and one
-event submitted with its own ID, session, role and time (``submit``). Standard library
-only, so that measuring subprocesses load nothing more for it."""
+write benches (``bench/ingest.py``, ``bench/stress.py``, ``bench/import_rss.py``), LoCoMo's
+turns as plain texts, and one event submitted with its own ID, session, role and time
+(``submit``). Standard library only, so that measuring subprocesses load nothing more for
+it."""
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -76,6 +79,18 @@ ZH_WORDS = (
     "讨论",
     "方案",
 )
+
+
+def locomo_texts(path: Path) -> list[str]:
+    """The text of every turn of every session in LoCoMo's ``locomo10.json``, in order."""
+    samples = json.loads(path.read_text(encoding="utf-8"))
+    return [
+        turn["text"]
+        for sample in samples
+        for key, turns in sample["conversation"].items()
+        if key.startswith("session_") and isinstance(turns, list)
+        for turn in turns
+    ]
 
 
 def mixed_text(

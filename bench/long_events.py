@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import anyio
+from events import locomo_texts
 from reporting import add_results_argument, write_results
 
 import amem
@@ -42,14 +43,7 @@ QUERIES = {
 
 def turns(lang: str) -> list[str]:
     if lang == "en":
-        samples = json.loads((DATA / "locomo10.json").read_text())
-        return [
-            turn["text"]
-            for sample in samples
-            for key, session in sample["conversation"].items()
-            if key.startswith("session_") and isinstance(session, list)
-            for turn in session
-        ]
+        return locomo_texts(DATA / "locomo10.json")
     users = json.loads((DATA / "memorybank" / "memory_bank_cn.json").read_text())
     return [
         pair[side]

@@ -55,10 +55,11 @@ import re
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import httpx
@@ -228,6 +229,8 @@ ANSWERS: dict[str, tuple[tuple[str, ...] | None, ...]] = {
     ),
 }
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -324,19 +327,32 @@ def load(folder: Path, limit: int | None) -> tuple[list[User], Counter[str]]:
         if name not in probes:
             continue
         messages = messages_of(name, bank[name]["history"])
-        answers = ANSWERS[name]
-        if len(answers) != len(probes[name]):
-            raise SystemExit(f"{name}: {len(probes[name])} questions, {len(answers)} answers")
         questions = []
-        for index, (text, answer) in enumerate(zip(probes[name], answers, strict=True)):
+        for index, text, answer in answered(name, probes[name], ANSWERS[name]):
             if answer is None:
                 skipped[WHOLE_DAY] += 1
             else:
                 questions.append(label(name, index, text, answer, messages))
-        last = max(m.occurred_at for m in messages)
-        as_of = last.replace(hour=12, minute=0, second=0) + timedelta(days=1)
-        users.append(User(name, messages, questions, as_of))
+        users.append(user_of(name, messages, questions))
     return users, skipped
+
+
+def answered(
+    name: str, probes: Sequence[str], answers: Sequence[T]
+) -> Iterator[tuple[int, str, T]]:
+    """Each of ``name``'s probing questions, numbered, beside its answer in the key."""
+    if len(answers) != len(probes):
+        raise SystemExit(f"{name}: {len(probes)} questions, {len(answers)} answers")
+    for index, (text, answer) in enumerate(zip(probes, answers, strict=True)):
+        yield index, text, answer
+
+
+def user_of(name: str, messages: list[Message], questions: list[Question]) -> User:
+    """The user, asked as of noon the day after their last message."""
+    last = max(m.occurred_at for m in messages)
+    return User(
+        name, messages, questions, last.replace(hour=12, minute=0, second=0) + timedelta(days=1)
+    )
 
 
 # --- the run -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from events import locomo_texts
 from reporting import add_results_argument, write_results
 
 import amem
@@ -68,14 +69,7 @@ def real_counters(folder: Path) -> dict[str, Callable[[str], int]]:
 
 
 def english(data: Path) -> list[str]:
-    samples = json.loads((data / "locomo10.json").read_text(encoding="utf-8"))
-    return [
-        turn["text"]
-        for sample in samples
-        for key, turns in sample["conversation"].items()
-        if key.startswith("session_") and isinstance(turns, list)
-        for turn in turns
-    ]
+    return locomo_texts(data / "locomo10.json")
 
 
 def chinese(data: Path) -> list[str]:
