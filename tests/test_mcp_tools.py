@@ -191,16 +191,15 @@ async def test_every_tool_in_a_bilingual_flow(
     times = [(yesterday + timedelta(minutes=n)).isoformat() for n in range(3)]
     async with connect(tmp_path / "m.db", server_backend, tmp_path / "server.log") as s:
         # events: Chinese and English, with a UTC offset converted to UTC
-        book_ev = await ok(
-            s,
-            "event_submit",
-            text=BOOK_EVENT,
-            role="user",
-            event_id="zh-1",
-            session="chat-1",
-            source="wechat",
-            occurred_at=times[0],
-        )
+        book = {
+            "text": BOOK_EVENT,
+            "role": "user",
+            "event_id": "zh-1",
+            "session": "chat-1",
+            "source": "wechat",
+            "occurred_at": times[0],
+        }
+        book_ev = await ok(s, "event_submit", **book)
         assert book_ev["event_id"] == "zh-1"
         assert (book_ev["persona"], book_ev["project"]) == (PERSONA, PROJECT)
         assert book_ev["status"] == "stored"  # no extraction endpoint configured
@@ -228,16 +227,7 @@ async def test_every_tool_in_a_bilingual_flow(
             occurred_at=times[2],
         )
         assert book_ev["seq"] < home_ev["seq"] < reply_ev["seq"]
-        again = await ok(
-            s,
-            "event_submit",
-            text=BOOK_EVENT,
-            role="user",
-            event_id="zh-1",
-            session="chat-1",
-            source="wechat",
-            occurred_at=times[0],
-        )
+        again = await ok(s, "event_submit", **book)  # the same event again
         assert again["duplicate"] is True
         assert again["seq"] == book_ev["seq"]
         reference = await ok(
