@@ -244,10 +244,10 @@ def endless_body() -> httpx.Response:
 @dataclass(frozen=True)
 class Fault:
     respond: Callable[[], httpx.Response | Awaitable[httpx.Response]]
-    code: str
-    """The stored error starts with ``code:``."""
     says: str
-    """... and contains this."""
+    """The stored error contains this..."""
+    code: str = "extraction_failed"
+    """... and starts with ``code:``."""
     timeout: float = 10.0
     on_trio: pytest.MarkDecorator | None = None
     """A mark for the trio run only (a known problem that shows on trio)."""
@@ -262,7 +262,6 @@ FAULTS = [
     pytest.param(
         Fault(
             lambda: httpx.Response(500, json={"error": {"message": MARKER}}),
-            "extraction_failed",
             "HTTP 500",
         ),
         id="http-500",
@@ -270,113 +269,101 @@ FAULTS = [
     pytest.param(
         Fault(
             lambda: httpx.Response(429, headers={"Retry-After": "1"}, text=MARKER),
-            "extraction_failed",
             "HTTP 429",
         ),
         id="http-429",
     ),
     pytest.param(
-        Fault(raising(httpx.ReadTimeout), "extraction_failed", "no answer within"),
+        Fault(raising(httpx.ReadTimeout), "no answer within"),
         id="read-timeout",
     ),
     pytest.param(
-        Fault(too_slow, "extraction_failed", "no answer within 0.3 s", timeout=0.3),
+        Fault(too_slow, "no answer within 0.3 s", timeout=0.3),
         id="slower-than-extract-timeout",
     ),
+    pytest.param(Fault(raising(httpx.ConnectError), "ConnectError"), id="connect-error"),
     pytest.param(
-        Fault(raising(httpx.ConnectError), "extraction_failed", "ConnectError"), id="connect-error"
-    ),
-    pytest.param(
-        Fault(raising(httpx.RemoteProtocolError), "extraction_failed", "RemoteProtocolError"),
+        Fault(raising(httpx.RemoteProtocolError), "RemoteProtocolError"),
         id="connection-reset",
     ),
     pytest.param(
         Fault(
             lambda: httpx.Response(200, text='{"choices": [' + MARKER),
-            "extraction_failed",
             "not valid JSON",
         ),
         id="body-not-json",
     ),
     pytest.param(
-        Fault(lambda: httpx.Response(200, json=[MARKER]), "extraction_failed", "not a JSON object"),
+        Fault(lambda: httpx.Response(200, json=[MARKER]), "not a JSON object"),
         id="body-not-an-object",
     ),
     pytest.param(
         Fault(
             lambda: httpx.Response(200, json={"error": {"message": MARKER}}),
-            "extraction_failed",
             "not a chat completion",
         ),
         id="not-a-completion",
     ),
+    pytest.param(Fault(lambda: completion(None), "no text content"), id="no-content"),
     pytest.param(
-        Fault(lambda: completion(None), "extraction_failed", "no text content"), id="no-content"
-    ),
-    pytest.param(
-        Fault(
-            lambda: completion(f"Sure! {MARKER}"), "extraction_failed", "did not answer valid JSON"
-        ),
+        Fault(lambda: completion(f"Sure! {MARKER}"), "did not answer valid JSON"),
         id="content-not-json",
     ),
     pytest.param(
         Fault(
             lambda: completion(json.dumps({"memories": [promise()]})[:-3], "length"),
-            "extraction_failed",
             "cut off",
         ),
         id="truncated",
     ),
     pytest.param(
-        Fault(lambda: completion(json.dumps({"facts": [MARKER]})), "extraction_failed", "schema"),
+        Fault(lambda: completion(json.dumps({"facts": [MARKER]})), "schema"),
         id="not-memories",
     ),
     pytest.param(
-        Fault(lambda: completion(json.dumps({"memories": MARKER})), "extraction_failed", "schema"),
+        Fault(lambda: completion(json.dumps({"memories": MARKER})), "schema"),
         id="memories-not-a-list",
     ),
+    pytest.param(Fault(lambda: answer(promise(kind=MARKER)), "schema"), id="bad-kind"),
+    pytest.param(Fault(lambda: answer(promise(note=MARKER)), "schema"), id="extra-field"),
     pytest.param(
-        Fault(lambda: answer(promise(kind=MARKER)), "extraction_failed", "schema"), id="bad-kind"
-    ),
-    pytest.param(
-        Fault(lambda: answer(promise(note=MARKER)), "extraction_failed", "schema"), id="extra-field"
-    ),
-    pytest.param(
-        Fault(lambda: answer(promise(confidence=2)), "extraction_failed", "schema"),
+        Fault(lambda: answer(promise(confidence=2)), "schema"),
         id="confidence-out-of-range",
     ),
     pytest.param(
-        Fault(lambda: answer(*[promise()] * 51), "extraction_failed", "schema"),
+        Fault(lambda: answer(*[promise()] * 51), "schema"),
         id="too-many-memories",
     ),
     pytest.param(
-        Fault(lambda: answer(promise(**{MARKER: 1})), "extraction_failed", "schema"),
+        Fault(lambda: answer(promise(**{MARKER: 1})), "schema"),
         id="extra-field-named-by-the-model",
     ),
     pytest.param(
         Fault(
             lambda: completion(json.dumps({"memories": [], MARKER: 1})),
-            "extraction_failed",
             "schema",
         ),
         id="extra-key-named-by-the-model",
     ),
     pytest.param(
-        Fault(lambda: answer(promise(quote=MARKER)), "quote_mismatch", "memories[0]"),
+        Fault(lambda: answer(promise(quote=MARKER)), "memories[0]", code="quote_mismatch"),
         id="quote-not-in-source",
     ),
     pytest.param(
-        Fault(lambda: answer(promise(), promise(quote=MARKER)), "quote_mismatch", "memories[1]"),
+        Fault(
+            lambda: answer(promise(), promise(quote=MARKER)), "memories[1]", code="quote_mismatch"
+        ),
         id="one-bad-draft-of-two",
     ),
     pytest.param(
-        Fault(lambda: answer(promise(basis="user_statement")), "role_violation", "user_statement"),
+        Fault(
+            lambda: answer(promise(basis="user_statement")), "user_statement", code="role_violation"
+        ),
         id="user-statement-on-an-assistant-event",
     ),
     pytest.param(
         Fault(
             oversized,
-            "extraction_failed",
             f"larger than {MAX_RESPONSE_BYTES}",
         ),
         id="oversized-body",
@@ -384,14 +371,13 @@ FAULTS = [
     pytest.param(
         Fault(
             endless_body,
-            "extraction_failed",
             f"larger than {MAX_RESPONSE_BYTES}",
             on_trio=HTTPX_ABANDONS_STREAM,
         ),
         id="endless-body",
     ),
     pytest.param(
-        Fault(stalls_mid_body, "extraction_failed", "no answer within 0.3 s", timeout=0.3),
+        Fault(stalls_mid_body, "no answer within 0.3 s", timeout=0.3),
         id="stalls-mid-body",
     ),
 ]
