@@ -10,8 +10,8 @@ from __future__ import annotations
 import inspect
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable
-from contextlib import closing
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -43,6 +43,14 @@ def settings(base_url: str, **extra: Any) -> amem.Settings:
     return amem.Settings(
         extract_base_url=base_url, extract_model="fake", extract_api_key=KEY, **extra
     )
+
+
+@asynccontextmanager
+async def echoing(db_path: Path) -> AsyncIterator[tuple[FakeOpenAI, amem.Memory]]:
+    """amem on ``db_path`` extracting through a ``FakeOpenAI`` that echoes each event."""
+    with FakeOpenAI(answer=echo) as api:
+        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
+            yield api, mem
 
 
 def echo(event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,21 +147,20 @@ async def test_no_more_than_extract_concurrency_calls_are_in_flight(db_path: Pat
 @pytest.mark.parametrize("category", ["reference", "persona"])
 async def test_archived_events_are_stored_and_never_sent(db_path: Path, category: str) -> None:
     archived = "The office closes at 6 pm on Fridays"
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            scope = mem.scope("assistant", "support")
-            receipt = await scope.submit_event(
-                archived, role="user", event_id="e-archived", category=category
-            )
-            assert receipt.status == "stored"
-            await scope.submit_event("I like jazz", role="user", event_id="e-1")
-            assert (await settled(scope, "e-1")).event.status == "extracted"  # the queue ran
-            assert (await scope.retry()).extracted == []
-            assert (await scope.retry("e-archived")).extracted == []
+    async with echoing(db_path) as (api, mem):
+        scope = mem.scope("assistant", "support")
+        receipt = await scope.submit_event(
+            archived, role="user", event_id="e-archived", category=category
+        )
+        assert receipt.status == "stored"
+        await scope.submit_event("I like jazz", role="user", event_id="e-1")
+        assert (await settled(scope, "e-1")).event.status == "extracted"  # the queue ran
+        assert (await scope.retry()).extracted == []
+        assert (await scope.retry("e-archived")).extracted == []
 
-            page = await scope.read("e-archived")
-            assert (page.event.status, page.memories) == ("stored", [])
-            assert sent_texts(api) == ["I like jazz"]
+        page = await scope.read("e-archived")
+        assert (page.event.status, page.memories) == ("stored", [])
+        assert sent_texts(api) == ["I like jazz"]
 
 
 # --- the fault matrix, through httpx.MockTransport ----------------------------------------
@@ -483,48 +490,46 @@ async def test_resubmitting_a_failed_event_resumes_its_extraction(db_path: Path)
 
 
 async def test_an_extracted_event_is_never_extracted_again(db_path: Path) -> None:
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            scope = mem.scope("assistant", "support")
-            await scope.submit_event("I like jazz", role="user", event_id="e-1")
-            [memory] = (await settled(scope, "e-1")).memories
+    async with echoing(db_path) as (api, mem):
+        scope = mem.scope("assistant", "support")
+        await scope.submit_event("I like jazz", role="user", event_id="e-1")
+        [memory] = (await settled(scope, "e-1")).memories
 
-            again = await scope.retry("e-1")  # reports the event, derives nothing new
-            assert (again.extracted, again.failed, again.memory_ids) == (["e-1"], [], [])
-            assert (await scope.retry()).extracted == []
-            receipt = await scope.submit_event("I like jazz", role="user", event_id="e-1")
-            assert (receipt.status, receipt.duplicate) == ("extracted", True)
-            assert receipt.memory_ids == [memory.id]
-            assert len(api.chat_requests) == 1
-            assert (await scope.read("e-1")).memories == [memory]
+        again = await scope.retry("e-1")  # reports the event, derives nothing new
+        assert (again.extracted, again.failed, again.memory_ids) == (["e-1"], [], [])
+        assert (await scope.retry()).extracted == []
+        receipt = await scope.submit_event("I like jazz", role="user", event_id="e-1")
+        assert (receipt.status, receipt.duplicate) == ("extracted", True)
+        assert receipt.memory_ids == [memory.id]
+        assert len(api.chat_requests) == 1
+        assert (await scope.read("e-1")).memories == [memory]
 
 
 async def test_completing_an_extracted_event_again_returns_its_memories(db_path: Path) -> None:
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            scope = mem.scope("assistant", "support")
-            await scope.submit_event("I like jazz and blues", role="user", event_id="e-1")
-            [memory] = (await settled(scope, "e-1")).memories
+    async with echoing(db_path) as (_api, mem):
+        scope = mem.scope("assistant", "support")
+        await scope.submit_event("I like jazz and blues", role="user", event_id="e-1")
+        [memory] = (await settled(scope, "e-1")).memories
 
-            late = amem.MemoryDraft(
-                text="User likes blues", quote="blues", kind="preference", basis="user_statement"
+        late = amem.MemoryDraft(
+            text="User likes blues", quote="blues", kind="preference", basis="user_statement"
+        )
+        outcome = await database(mem).write(
+            partial(
+                complete_extraction,
+                event_id="e-1",
+                drafts=[late],
+                segmented=["blues"],
+                now=db_now(),
+                working_ttl=mem.settings.working_ttl,
             )
-            outcome = await database(mem).write(
-                partial(
-                    complete_extraction,
-                    event_id="e-1",
-                    drafts=[late],
-                    segmented=["blues"],
-                    now=db_now(),
-                    working_ttl=mem.settings.working_ttl,
-                )
-            )
-            assert (outcome.status, outcome.memory_ids, outcome.new) == (
-                "extracted",
-                [memory.id],
-                False,
-            )
-            assert (await scope.read("e-1")).memories == [memory]
+        )
+        assert (outcome.status, outcome.memory_ids, outcome.new) == (
+            "extracted",
+            [memory.id],
+            False,
+        )
+        assert (await scope.read("e-1")).memories == [memory]
 
 
 # --- transactions, shutdown ---------------------------------------------------------------
@@ -569,17 +574,16 @@ async def test_closing_cancels_calls_in_flight_and_retry_resumes_them(db_path: P
         stuck.gate.set()  # let the abandoned handler threads finish
         await wait_until(lambda: stuck.in_flight == 0)
 
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            scope = mem.scope("assistant", "support")
-            result = await scope.retry()
-            assert sorted(result.extracted) == ids
-            assert result.failed == []
-            for event_id in ids:
-                page = await scope.read(event_id)
-                assert page.event.status == "extracted"
-                assert [memory.quote for memory in page.memories] == [f"Remember {event_id}"]
-            assert len(result.memory_ids) == 3
+    async with echoing(db_path) as (_api, mem):
+        scope = mem.scope("assistant", "support")
+        result = await scope.retry()
+        assert sorted(result.extracted) == ids
+        assert result.failed == []
+        for event_id in ids:
+            page = await scope.read(event_id)
+            assert page.event.status == "extracted"
+            assert [memory.quote for memory in page.memories] == [f"Remember {event_id}"]
+        assert len(result.memory_ids) == 3
 
 
 # --- retry's contract -------------------------------------------------------------------------
@@ -595,28 +599,26 @@ async def test_retry_without_an_extraction_endpoint_is_not_configured(scope: ame
 
 
 async def test_retry_of_an_unknown_or_foreign_event_is_not_found(db_path: Path) -> None:
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            home, other = mem.scope("a", "x"), mem.scope("a", "y")
-            await home.submit_event("I like jazz", role="user", event_id="e-1")
-            await settled(home, "e-1")
-            for scope, event_id in ((home, "unknown-id"), (other, "e-1")):
-                with pytest.raises(amem.NotFound):
-                    await scope.retry(event_id)
-            assert len(api.chat_requests) == 1
+    async with echoing(db_path) as (api, mem):
+        home, other = mem.scope("a", "x"), mem.scope("a", "y")
+        await home.submit_event("I like jazz", role="user", event_id="e-1")
+        await settled(home, "e-1")
+        for scope, event_id in ((home, "unknown-id"), (other, "e-1")):
+            with pytest.raises(amem.NotFound):
+                await scope.retry(event_id)
+        assert len(api.chat_requests) == 1
 
 
 async def test_retry_extracts_stored_events_named_explicitly(db_path: Path) -> None:
     async with amem.open(db_path, settings=amem.Settings()) as mem:
         receipt = await mem.scope("a", "x").submit_event("I like jazz", role="user", event_id="e-1")
         assert receipt.status == "stored"
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            scope = mem.scope("a", "x")
-            assert (await scope.retry()).extracted == []  # stored events wait to be named
-            result = await scope.retry("e-1")
-            assert result.extracted == ["e-1"]
-            assert (await scope.read("e-1")).event.status == "extracted"
+    async with echoing(db_path) as (_api, mem):
+        scope = mem.scope("a", "x")
+        assert (await scope.retry()).extracted == []  # stored events wait to be named
+        result = await scope.retry("e-1")
+        assert result.extracted == ["e-1"]
+        assert (await scope.read("e-1")).event.status == "extracted"
 
 
 async def test_retry_reports_progress(db_path: Path) -> None:
