@@ -548,19 +548,27 @@ async def test_a_corrected_fact_never_comes_back_through_raw_text(
         assert result.items == []
 
 
-async def test_a_sibling_of_a_corrected_fact_does_not_bring_back_its_wording(
-    scope: amem.Scope,
-) -> None:
+async def paris_and_jazz(
+    scope: amem.Scope, home_quote: str, jazz_quote: str
+) -> list[amem.MemoryRecord]:
+    """A recent event saying "I live in Paris and I like jazz", with a fact and a preference
+    quoting ``home_quote`` and ``jazz_quote`` from it."""
     receipt = await scope.submit_event(
         "I live in Paris and I like jazz", role="user", occurred_at=RECENT
     )
-    paris, _ = await scope.add_memories(
+    return await scope.add_memories(
         receipt.event_id,
         [
-            memory_draft("User lives in Paris", "live in Paris"),
-            memory_draft("User likes jazz", "like jazz", "preference"),
+            memory_draft("User lives in Paris", home_quote),
+            memory_draft("User likes jazz", jazz_quote, "preference"),
         ],
     )
+
+
+async def test_a_sibling_of_a_corrected_fact_does_not_bring_back_its_wording(
+    scope: amem.Scope,
+) -> None:
+    paris, _ = await paris_and_jazz(scope, "live in Paris", "like jazz")
     await scope.correct(paris.id, "User lives in Parma")
     for history in (False, True):
         result = await scope.recall("Paris", as_of=AS_OF, include_history=history)
@@ -836,16 +844,7 @@ async def test_function_words_alone_are_no_evidence(
 
 
 async def test_an_amended_events_wording_is_no_search_key(scope: amem.Scope) -> None:
-    receipt = await scope.submit_event(
-        "I live in Paris and I like jazz", role="user", occurred_at=RECENT
-    )
-    home, jazz = await scope.add_memories(
-        receipt.event_id,
-        [
-            memory_draft("User lives in Paris", "I live in Paris"),
-            memory_draft("User likes jazz", "I like jazz", "preference"),
-        ],
-    )
+    home, jazz = await paris_and_jazz(scope, "I live in Paris", "I like jazz")
     await scope.correct(home.id, "User lives in Lyon")
     assert await found(scope, "Paris") == []
     assert await found(scope, "jazz") == [jazz.id]
