@@ -190,15 +190,19 @@ async def test_every_tool_in_a_bilingual_flow(
     yesterday = datetime.now(beijing).replace(microsecond=0) - timedelta(days=1)
     times = [(yesterday + timedelta(minutes=n)).isoformat() for n in range(3)]
     async with connect(tmp_path / "m.db", server_backend, tmp_path / "server.log") as s:
+
+        def chat(text: str, role: str, event_id: str, at: str) -> dict[str, str]:
+            """``event_submit``'s arguments for an event of session ``chat-1``."""
+            return {
+                "text": text,
+                "role": role,
+                "event_id": event_id,
+                "session": "chat-1",
+                "occurred_at": at,
+            }
+
         # events: Chinese and English, with a UTC offset converted to UTC
-        book = {
-            "text": BOOK_EVENT,
-            "role": "user",
-            "event_id": "zh-1",
-            "session": "chat-1",
-            "source": "wechat",
-            "occurred_at": times[0],
-        }
+        book = chat(BOOK_EVENT, "user", "zh-1", times[0]) | {"source": "wechat"}
         book_ev = await ok(s, "event_submit", **book)
         assert book_ev["event_id"] == "zh-1"
         assert (book_ev["persona"], book_ev["project"]) == (PERSONA, PROJECT)
@@ -208,24 +212,8 @@ async def test_every_tool_in_a_bilingual_flow(
         assert book_ev["occurred_at"].endswith("Z")
         assert datetime.fromisoformat(book_ev["occurred_at"]) == yesterday
         assert book_ev["session"] == "chat-1"
-        home_ev = await ok(
-            s,
-            "event_submit",
-            text=HOME_EVENT,
-            role="user",
-            event_id="en-1",
-            session="chat-1",
-            occurred_at=times[1],
-        )
-        reply_ev = await ok(
-            s,
-            "event_submit",
-            text=REPLY_EVENT,
-            role="assistant",
-            event_id="as-1",
-            session="chat-1",
-            occurred_at=times[2],
-        )
+        home_ev = await ok(s, "event_submit", **chat(HOME_EVENT, "user", "en-1", times[1]))
+        reply_ev = await ok(s, "event_submit", **chat(REPLY_EVENT, "assistant", "as-1", times[2]))
         assert book_ev["seq"] < home_ev["seq"] < reply_ev["seq"]
         again = await ok(s, "event_submit", **book)  # the same event again
         assert again["duplicate"] is True
