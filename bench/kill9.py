@@ -919,6 +919,16 @@ def lineage(model: Model, events: Iterable[str]) -> set[str]:
     return seen
 
 
+def unexplained(model: Model, kind: str, ids: Iterable[str], tally: Tally) -> None:
+    """Rows of the file (``kind``, ``ids``) the model does not hold: a removed one that is
+    back is lost, any other is unexplained."""
+    for rid in ids:
+        if rid in model.removed:
+            tally.lose(model.removed[rid], f"removed {kind} {rid} is back")
+        else:
+            tally.halve("?", f"{kind} {rid} that no operation explains")
+
+
 def compare(model: Model, fs: FileState, tally: Tally) -> None:
     """The model against the file, row by row."""
     for eid, ev in model.events.items():
@@ -927,11 +937,7 @@ def compare(model: Model, fs: FileState, tally: Tally) -> None:
             tally.lose(ev.origin, f"event {eid} is gone")
         elif got != (ev.project, ev.session, ev.role, ev.category, ev.text):
             tally.lose(ev.origin, f"event {eid} changed")
-    for eid in fs.events.keys() - model.events.keys():
-        if eid in model.removed:
-            tally.lose(model.removed[eid], f"removed event {eid} is back")
-        else:
-            tally.halve("?", f"event {eid} that no operation explains")
+    unexplained(model, "event", fs.events.keys() - model.events.keys(), tally)
     for mid, m in model.memories.items():
         got = fs.memories.get(mid)
         if got is None:
@@ -948,11 +954,7 @@ def compare(model: Model, fs: FileState, tally: Tally) -> None:
         )
         if seen != (m.project, m.event, m.text, m.quote, m.tier, m.pinned, m.revoked):
             tally.lose(m.origin, f"memory {mid} is {seen}, expected {m}")
-    for mid in fs.memories.keys() - model.memories.keys():
-        if mid in model.removed:
-            tally.lose(model.removed[mid], f"removed memory {mid} is back")
-        else:
-            tally.halve("?", f"memory {mid} that no operation explains")
+    unexplained(model, "memory", fs.memories.keys() - model.memories.keys(), tally)
     for key, origin in model.relations.items():
         if key not in fs.relations:
             tally.lose(origin, f"relation {key} is gone")
