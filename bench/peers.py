@@ -70,7 +70,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,6 +212,12 @@ def make_queries(
     return out
 
 
+def first_column(path: Path, sql: str) -> set[str]:
+    """The first column of ``sql``'s rows, read from the SQLite file at ``path``."""
+    with closing(sqlite3.connect(path)) as conn:
+        return {row[0] for row in conn.execute(sql)}
+
+
 # --- servers -------------------------------------------------------------------------------
 
 
@@ -254,11 +260,7 @@ def amem_peer() -> Peer:
         return StdioServerParameters(command=sys.executable, args=args, env=base_env(), cwd=d)
 
     def kept(d: Path) -> set[str]:
-        conn = sqlite3.connect(d / "amem.db")
-        try:
-            return {row[0] for row in conn.execute("select id from events")}
-        finally:
-            conn.close()
+        return first_column(d / "amem.db", "select id from events")
 
     return Peer(
         "amem",
@@ -315,11 +317,7 @@ def memory_keeper_peer(peers: Path) -> Peer:
         return StdioServerParameters(command="node", args=[str(script)], env=env, cwd=d)
 
     def kept(d: Path) -> set[str]:
-        conn = sqlite3.connect(d / "context.db")
-        try:
-            return {row[0] for row in conn.execute("select key from context_items")}
-        finally:
-            conn.close()
+        return first_column(d / "context.db", "select key from context_items")
 
     return Peer(
         "memory-keeper",
@@ -352,11 +350,7 @@ def basic_memory_peer(peers: Path) -> Peer:
         # Notes in its database (with their content); the markdown files are written
         # asynchronously, and those not yet written when the client stops it are counted
         # apart (``files``), as the row's note says.
-        conn = sqlite3.connect(d / ".basic-memory/memory.db")
-        try:
-            return {row[0] for row in conn.execute("select title from entity")}
-        finally:
-            conn.close()
+        return first_column(d / ".basic-memory/memory.db", "select title from entity")
 
     reason = None
     if not exe.exists():
