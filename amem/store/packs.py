@@ -103,6 +103,10 @@ order by occurred_at desc, seq desc limit :count
 Recall = Callable[[sqlite3.Connection, str, int], list[RecallItem]]
 """Recalls a text on the pack's snapshot: ``recall(conn, text, agreements)``, where the
 agreements already in the pack are that many more items to ask for (they are skipped)."""
+Framing = dict[str, Any]
+"""The pack's fields other than its components (``amem_context``, scope, session...)."""
+Components = Sequence[tuple[str, object]]
+"""Each component's name and value, in the order they are packed."""
 
 
 @dataclass(frozen=True)
@@ -280,12 +284,7 @@ def recall_query(query: str | None, checkpoint: Checkpoint | None) -> str | None
     return about[:MAX_QUERY_CHARS]
 
 
-def pack(
-    framing: dict[str, Any],
-    components: Sequence[tuple[str, object]],
-    budget: int,
-    counter: TokenCounter,
-) -> Packed:
+def pack(framing: Framing, components: Components, budget: int, counter: TokenCounter) -> Packed:
     """The pack of ``components`` within ``budget`` tokens under ``counter``.
 
     Sizes are summed piece by piece (no document is re-serialised per item); a real
@@ -303,12 +302,7 @@ def pack(
         limit -= over
 
 
-def fill(
-    framing: dict[str, Any],
-    components: Sequence[tuple[str, object]],
-    budget: int,
-    counter: TokenCounter,
-) -> Packed:
+def fill(framing: Framing, components: Components, budget: int, counter: TokenCounter) -> Packed:
     head = pack_json(framing)[:-1]  # the document so far, without its closing brace
     used = counter(head) + counter("}")
     if used > budget:
@@ -359,7 +353,7 @@ def fill(
     return Packed(context, included, omitted, partial, counter(context), insufficient_budget=False)
 
 
-def insufficient(components: Sequence[tuple[str, object]]) -> Packed:
+def insufficient(components: Components) -> Packed:
     names = [name for name, value in components if value not in (None, [], {})]
     return Packed("", [], names, {}, 0, insufficient_budget=True)
 
