@@ -721,7 +721,7 @@ def main() -> None:
     parser.add_argument(
         "--cache",
         type=Path,
-        default=Path("~/.cache/amem-bench/quality").expanduser(),
+        default=recall.CACHE / "quality",
         help="the embedding cache (the synthetic files go in its parent folder)",
     )
     parser.add_argument("--dump", type=Path, help="write every query's answers here (JSON lines)")

@@ -78,6 +78,9 @@ from amem.store import events, facts
 VERSION = "1"
 """Bump when the generated texts or the build change: cached files are keyed by it."""
 PERSONA, PROJECT = "bench", "recall"
+CACHE = Path("~/.cache/amem-bench").expanduser()
+"""Where built databases are kept (``--cache``); ``recall_quality.py`` and ``vectors.py``
+read them there, ``quality.py`` keeps its embeddings in its ``quality`` folder."""
 CHUNK = 10_000
 """Memories per build transaction."""
 PLANTED = 10
@@ -780,12 +783,7 @@ def report(results: list[tuple[int, Json, Json]], args: argparse.Namespace) -> N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000,1000000", help="memory counts")
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=Path("~/.cache/amem-bench").expanduser(),
-        help="where built databases are kept",
-    )
+    parser.add_argument("--cache", type=Path, default=CACHE, help="where built databases are kept")
     parser.add_argument("--seed", type=int, default=1, help="seed for the generated texts")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs of each query")
     parser.add_argument("--repeat", type=int, default=30, help="timed runs of each query")

@@ -57,6 +57,7 @@ from typing import Any
 
 import anyio
 from recall import (
+    CACHE,
     EN_TOPICS,
     EN_UNCOMMON,
     PERSONA,
@@ -672,12 +673,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100, help="queries per class")
     parser.add_argument("--classes", default=",".join(CLASSES), help="a subset of the classes")
     parser.add_argument("--seed", type=int, default=14, help="seed for drawing the queries")
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=Path("~/.cache/amem-bench").expanduser(),
-        help="bench/recall.py's cache of built files",
-    )
+    parser.add_argument("--cache", type=Path, default=CACHE, help="bench/recall.py's cache")
     parser.add_argument("--dump", type=Path, help="write every query and both answers here")
     add_results_argument(parser)
     args = parser.parse_args()

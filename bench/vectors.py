@@ -46,7 +46,7 @@ from typing import Any
 import anyio
 import httpx
 import numpy as np
-from recall import PERSONA, PROJECT, percentile_ms
+from recall import CACHE, PERSONA, PROJECT, percentile_ms
 from recall_quality import migrated_copy, settled
 from reporting import add_results_argument, recorded
 
@@ -196,7 +196,7 @@ def main() -> None:
     # p99 of 50 timings is their slowest: on a shared VM, one scheduling hiccup
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=15)
-    parser.add_argument("--cache", type=Path, default=Path("~/.cache/amem-bench").expanduser())
+    parser.add_argument("--cache", type=Path, default=CACHE)
     add_results_argument(parser)
     args = parser.parse_args()
     results = []
