@@ -40,7 +40,7 @@ from ..models import Checkpoint, CurrentEmotion, Persona, RecallItem
 from ..prompt import render_context
 from ..tokens import TokenCounter
 from .checkpoints import latest_checkpoint
-from .emotions import current_emotion
+from .emotions import Decay, current_emotion
 from .facts import valid_as_of
 from .personas import read_persona
 
@@ -132,8 +132,7 @@ def read_sources(
     query: str | None,
     as_of: datetime,
     recall: Recall,
-    emotion_half_life_hours: float,
-    emotion_floor: float,
+    decay: Decay,
 ) -> Sources:
     """What the pack of ``session`` shows at ``as_of``, memories recalled for ``query``
     (``recall_query``) by ``recall``."""
@@ -147,9 +146,7 @@ def read_sources(
         recalled=[] if about is None else recall(conn, about, len(agreements)),
         recent=recent_events(conn, persona, project, session, as_of),
         pinned=pinned_memories(conn, persona, project, as_of),
-        emotion=current_emotion(
-            conn, persona, project, as_of, emotion_half_life_hours, emotion_floor
-        ),
+        emotion=current_emotion(conn, persona, project, as_of, decay),
     )
 
 
