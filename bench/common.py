@@ -360,6 +360,21 @@ def print_warnings(scores: Mapping[str, Scores]) -> None:
             print(f"{name} warnings: {dict(method.warnings)}")
 
 
+def print_scores(
+    scores: Mapping[str, Scores], categories: Sequence[str]
+) -> dict[str, dict[str, float | int]]:
+    """The results table, the per-category table and any warnings, each after a blank
+    line; each method's summary."""
+    print()
+    print_table(scores)
+    print()
+    print("per category: recall@5 / recall@10 (hit@10)")
+    print_categories(scores, categories)
+    print()
+    print_warnings(scores)
+    return {name: method.summary() for name, method in scores.items()}
+
+
 def print_runtime(total_s: float, timings: Mapping[str, float]) -> None:
     timing = ", ".join(f"{k} {v:.1f}" for k, v in timings.items())
     print(f"runtime: {total_s:.1f} s ({timing})")

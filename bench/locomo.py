@@ -96,11 +96,9 @@ from common import (
     dump,
     embedding_settings,
     method_name,
-    print_categories,
     print_runtime,
-    print_table,
+    print_scores,
     print_targets,
-    print_warnings,
     recall_ids,
     record,
 )
@@ -370,15 +368,8 @@ def report(
             f"turns reach it; share of a conversation's turns reaching it per question "
             f"{quantiles(result.cosines['above'])}"
         )
-    print()
-    print_table(result.scores)
-    print()
-    print("per category: recall@5 / recall@10 (hit@10)")
     labels = [f"{c} {name}" for c, name in CATEGORIES.items()]
-    print_categories(result.scores, labels)
-    print()
-    print_warnings(result.scores)
-    summaries = {name: scores.summary() for name, scores in result.scores.items()}
+    summaries = print_scores(result.scores, labels)
     if result.sweep:
         print("sweep: amem re-run on the same database with other settings")
         print(

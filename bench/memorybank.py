@@ -75,11 +75,9 @@ from common import (
     dump,
     embedding_settings,
     method_name,
-    print_categories,
     print_runtime,
-    print_table,
+    print_scores,
     print_targets,
-    print_warnings,
     recall_ids,
     record,
 )
@@ -445,14 +443,7 @@ def report(
         + ", ".join(f"{k}: {n}" for k, n in sorted(sizes.items()))
     )
     print(describe_settings(settings) + f"; default mode: {default_mode()}")
-    print()
-    print_table(result.scores)
-    print()
-    print("per category: recall@5 / recall@10 (hit@10)")
-    print_categories(result.scores, CATEGORIES)
-    print()
-    print_warnings(result.scores)
-    summaries = {name: scores.summary() for name, scores in result.scores.items()}
+    summaries = print_scores(result.scores, CATEGORIES)
     targets = print_targets(summaries)
     print_runtime(total_s, result.timings)
     for name, scores in result.scores.items():
