@@ -856,13 +856,13 @@ class Scope:
     ) -> CurrentEmotion | None:
         """The latest emotion the assistant expressed, decayed toward zero (6-hour
         half-life by default); None when there is none or it has faded below the floor."""
-        settings = self._runtime.settings
         return await self._read(
-            emotions.current_emotion,
-            as_of=when_or_now(as_of, "as_of"),
-            half_life_hours=settings.emotion_half_life_hours,
-            floor=settings.emotion_floor,
+            emotions.current_emotion, as_of=when_or_now(as_of, "as_of"), decay=self._decay()
         )
+
+    def _decay(self) -> emotions.Decay:
+        settings = self._runtime.settings
+        return emotions.Decay(settings.emotion_half_life_hours, settings.emotion_floor)
 
     async def resume(
         self,
@@ -899,7 +899,7 @@ class Scope:
             raise InvalidInput("counter must be a function from text to a token count")
         when = when_or_now(as_of, "as_of")
         most = packs.memory_limit(budget)
-        runtime, settings = self._runtime, self._runtime.settings
+        runtime = self._runtime
         # Memories are recalled for the host's query, else for the checkpoint's goal and
         # steps: that checkpoint is read first only to embed its text outside any
         # transaction (one saved meanwhile is recalled by its words, in the snapshot).
@@ -931,8 +931,7 @@ class Scope:
             query=query,
             as_of=when,
             recall=recall,
-            emotion_half_life_hours=settings.emotion_half_life_hours,
-            emotion_floor=settings.emotion_floor,
+            decay=self._decay(),
         )
         for request, found in ran:
             self._after_recall(request, found)

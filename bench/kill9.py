@@ -51,7 +51,6 @@ Run:  uv run python bench/kill9.py [--rounds 220] [--seed 1] [--dir DIR] [--keep
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import random
@@ -65,7 +64,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable
-from contextlib import closing, redirect_stdout
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -76,6 +75,7 @@ from typing import Any
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
+from reporting import add_results_argument, print_header, recorded
 
 import amem
 from amem.db.schema import COUNTED_USAGE, SCHEMA_VERSION
@@ -919,6 +919,16 @@ def lineage(model: Model, events: Iterable[str]) -> set[str]:
     return seen
 
 
+def unexplained(model: Model, kind: str, ids: Iterable[str], tally: Tally) -> None:
+    """Rows of the file (``kind``, ``ids``) the model does not hold: a removed one that is
+    back is lost, any other is unexplained."""
+    for rid in ids:
+        if rid in model.removed:
+            tally.lose(model.removed[rid], f"removed {kind} {rid} is back")
+        else:
+            tally.halve("?", f"{kind} {rid} that no operation explains")
+
+
 def compare(model: Model, fs: FileState, tally: Tally) -> None:
     """The model against the file, row by row."""
     for eid, ev in model.events.items():
@@ -927,11 +937,7 @@ def compare(model: Model, fs: FileState, tally: Tally) -> None:
             tally.lose(ev.origin, f"event {eid} is gone")
         elif got != (ev.project, ev.session, ev.role, ev.category, ev.text):
             tally.lose(ev.origin, f"event {eid} changed")
-    for eid in fs.events.keys() - model.events.keys():
-        if eid in model.removed:
-            tally.lose(model.removed[eid], f"removed event {eid} is back")
-        else:
-            tally.halve("?", f"event {eid} that no operation explains")
+    unexplained(model, "event", fs.events.keys() - model.events.keys(), tally)
     for mid, m in model.memories.items():
         got = fs.memories.get(mid)
         if got is None:
@@ -948,11 +954,7 @@ def compare(model: Model, fs: FileState, tally: Tally) -> None:
         )
         if seen != (m.project, m.event, m.text, m.quote, m.tier, m.pinned, m.revoked):
             tally.lose(m.origin, f"memory {mid} is {seen}, expected {m}")
-    for mid in fs.memories.keys() - model.memories.keys():
-        if mid in model.removed:
-            tally.lose(model.removed[mid], f"removed memory {mid} is back")
-        else:
-            tally.halve("?", f"memory {mid} that no operation explains")
+    unexplained(model, "memory", fs.memories.keys() - model.memories.keys(), tally)
     for key, origin in model.relations.items():
         if key not in fs.relations:
             tally.lose(origin, f"relation {key} is gone")
@@ -1285,8 +1287,7 @@ def print_report(args: argparse.Namespace, tally: Tally, seconds: float) -> dict
         f"kill9: {tally.rounds} rounds x {TASKS} tasks, one file, SIGKILL each round, "
         f"seed {args.seed}, {os.cpu_count()} cores"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for op in rows:
         print(
             f"{op:<14}{tally.acked[op]:>8,}{tally.in_flight[op]:>11,}{tally.errors[op]:>8,}"
@@ -1347,24 +1348,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dir", type=Path, help="work directory (default: a new temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kill9-", dir=args.dir))
     print(f"work directory: {work}", file=sys.stderr)
     started = time.perf_counter()
     tally = anyio.run(run_rounds, args, work)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("kill9", args.results):
         print_report(args, tally, time.perf_counter() - started)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("kill9", printed.getvalue())
     if args.keep or tally.problems:
         print(f"kept: {work}", file=sys.stderr)
     else:

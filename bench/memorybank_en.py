@@ -22,10 +22,10 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 
-from memorybank import WHOLE_DAY, Message, User, label, messages_of, print_labels
+from memorybank import WHOLE_DAY, Message, User, answered, label, messages_of, print_labels, user_of
 
 NOT_IN_TEXT = "the day it names has no English dialogue"
 MONTHS = (
@@ -213,20 +213,15 @@ def load(folder: Path) -> tuple[list[User], Counter[str]]:
     skipped: Counter[str] = Counter()
     for name, data in bank.items():
         messages = messages_of(name, data["history"])
-        answers = ANSWERS[name]
-        if len(answers) != len(probes[name]):
-            raise SystemExit(f"{name}: {len(probes[name])} questions, {len(answers)} answers")
         questions = []
-        for index, (text, answer) in enumerate(zip(probes[name], answers, strict=True)):
+        for index, text, answer in answered(name, probes[name], ANSWERS[name]):
             if answer is None:
                 skipped[WHOLE_DAY] += 1
             elif answer == ABSENT:
                 skipped[NOT_IN_TEXT] += 1
             else:
                 questions.append(label(name, index, text, answer, on_day(text, messages)))
-        last = max(m.occurred_at for m in messages)
-        as_of = last.replace(hour=12, minute=0, second=0) + timedelta(days=1)
-        users.append(User(name, messages, questions, as_of))
+        users.append(user_of(name, messages, questions))
     return users, skipped
 
 

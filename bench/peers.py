@@ -58,7 +58,6 @@ Run:  uv run python bench/peers.py --install            # once: peers into the c
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import os
@@ -71,7 +70,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AsyncExitStack, redirect_stdout
+from contextlib import AsyncExitStack, closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +78,8 @@ from typing import Any
 import anyio
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import get_default_environment, stdio_client
+from reporting import add_results_argument, print_header, recorded
+from reporting import percentile_ms as pct
 
 NPM_PACKAGES = ("@modelcontextprotocol/server-memory@2026.8.31", "mcp-memory-keeper@0.14.1")
 BASIC_MEMORY = "basic-memory==0.24.1"
@@ -211,6 +212,12 @@ def make_queries(
     return out
 
 
+def first_column(path: Path, sql: str) -> set[str]:
+    """The first column of ``sql``'s rows, read from the SQLite file at ``path``."""
+    with closing(sqlite3.connect(path)) as conn:
+        return {row[0] for row in conn.execute(sql)}
+
+
 # --- servers -------------------------------------------------------------------------------
 
 
@@ -253,11 +260,7 @@ def amem_peer() -> Peer:
         return StdioServerParameters(command=sys.executable, args=args, env=base_env(), cwd=d)
 
     def kept(d: Path) -> set[str]:
-        conn = sqlite3.connect(d / "amem.db")
-        try:
-            return {row[0] for row in conn.execute("select id from events")}
-        finally:
-            conn.close()
+        return first_column(d / "amem.db", "select id from events")
 
     return Peer(
         "amem",
@@ -314,11 +317,7 @@ def memory_keeper_peer(peers: Path) -> Peer:
         return StdioServerParameters(command="node", args=[str(script)], env=env, cwd=d)
 
     def kept(d: Path) -> set[str]:
-        conn = sqlite3.connect(d / "context.db")
-        try:
-            return {row[0] for row in conn.execute("select key from context_items")}
-        finally:
-            conn.close()
+        return first_column(d / "context.db", "select key from context_items")
 
     return Peer(
         "memory-keeper",
@@ -351,11 +350,7 @@ def basic_memory_peer(peers: Path) -> Peer:
         # Notes in its database (with their content); the markdown files are written
         # asynchronously, and those not yet written when the client stops it are counted
         # apart (``files``), as the row's note says.
-        conn = sqlite3.connect(d / ".basic-memory/memory.db")
-        try:
-            return {row[0] for row in conn.execute("select title from entity")}
-        finally:
-            conn.close()
+        return first_column(d / ".basic-memory/memory.db", "select title from entity")
 
     reason = None
     if not exe.exists():
@@ -575,13 +570,6 @@ async def measure(
 # --- reporting -----------------------------------------------------------------------------
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] * 1000
-
-
 def hit(row: Row, kind: str) -> float:
     found = row.hits[kind]
     return sum(found) / len(found) if found else math.nan
@@ -608,8 +596,7 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
             f"{'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'phrase':>6} {'keywd':>6} {'zh':>6} "
             f"{'RSS MiB':>7} {'disk MiB':>8} {'B/item':>7}"
         )
-        print(header)
-        print("-" * len(header))
+        print_header(header)
         for r in these:
             if r.unavailable:
                 print(f"{r.server:<14} unavailable: {r.unavailable}")
@@ -778,11 +765,7 @@ def main() -> None:
     parser.add_argument("--install", action="store_true", help="install the peers, then exit")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the stores")
     parser.add_argument("--keep", action="store_true", help="keep the stores (see --dir)")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     if args.install:
         install(args.peers_dir)
@@ -816,14 +799,8 @@ def main() -> None:
             kept = Path(tempfile.mkdtemp(prefix="amem-peers-kept-", dir=args.dir))
             shutil.copytree(tmp, kept, dirs_exist_ok=True)
             print(f"stores kept in {kept}", file=sys.stderr)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("peers", args.results):
         report(rows, args)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("peers", printed.getvalue())
 
 
 if __name__ == "__main__":

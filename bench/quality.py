@@ -62,7 +62,6 @@ Run:  uv run python bench/quality.py [--sets locomo,memorybank-zh,...] [--data D
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import random
 import re
@@ -73,7 +72,6 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -88,10 +86,10 @@ import recall
 import recall_quality
 from common import FUSION_DEPTH, LIMIT, BM25Index, DenseIndex, build, default_mode, rrf
 from embed_cache import local_embedder
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.llm.embeddings import embed
-from amem.search.text import literal, query_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = ("locomo", "memorybank-zh", "memorybank-en", "madial-en", "fixture", "synthetic")
@@ -416,22 +414,6 @@ def load_synthetic(cache: Path, size: int, count: int, seed: int) -> Corpus:
 # --- running -----------------------------------------------------------------------------
 
 
-class LexicalIndex(BM25Index):
-    """``BM25Index`` that can also require every query token."""
-
-    def rank_every(self, query: str, k: int = LIMIT) -> list[str]:
-        """The query as an AND of amem's query tokens, best first."""
-        terms = query_tokens(query)
-        if not terms:
-            return []
-        match = " AND ".join(literal(term) for term in terms)
-        rows = self.conn.execute(
-            "select rowid from docs where docs match ? order by bm25(docs), rowid limit ?",
-            (match, k),
-        )
-        return [self.ids[rowid - 1] for (rowid,) in rows]
-
-
 @dataclass(slots=True)
 class Answer:
     query: Query
@@ -499,7 +481,7 @@ async def rank_baselines(
     texts = [text for _, text in part.docs]
     vectors = await embed(client, settings, texts, query=False)
     queries = await embed(client, settings, [q.text for q in part.queries], query=True)
-    lexical = LexicalIndex(part.docs)
+    lexical = BM25Index(part.docs)
     dense = DenseIndex([doc_id for doc_id, _ in part.docs], vectors)
     answers = []
     try:
@@ -507,7 +489,7 @@ async def rank_baselines(
             any_term = lexical.rank(query.text, FUSION_DEPTH)
             near = dense.rank(vector, FUSION_DEPTH)
             ranked = {
-                "bm25-and": tuple(lexical.rank_every(query.text)),
+                "bm25-and": tuple(lexical.rank(query.text, every=True)),
                 "bm25-or": tuple(any_term[:LIMIT]),
                 "dense": tuple(near[:LIMIT]),
                 "rrf": tuple(rrf([any_term, near])[:LIMIT]),
@@ -739,15 +721,11 @@ def main() -> None:
     parser.add_argument(
         "--cache",
         type=Path,
-        default=Path("~/.cache/amem-bench/quality").expanduser(),
+        default=recall.CACHE / "quality",
         help="the embedding cache (the synthetic files go in its parent folder)",
     )
     parser.add_argument("--dump", type=Path, help="write every query's answers here (JSON lines)")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     args.sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     if unknown := set(args.sets) - set(SETS):
@@ -760,8 +738,7 @@ def main() -> None:
         outcomes, about = anyio.run(run, corpora, args.cache, Path(tmp))
     rows = [row for outcome in outcomes for row in rows_of(outcome)]
     total = time.perf_counter() - started
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("quality", args.results):
         print(f"quality: default mode {default_mode()}; {about}")
         for outcome in outcomes:
             vectors = f"{DEFAULT} ranked {outcome.hybrid} of {len(outcome.answers)} with vectors"
@@ -785,11 +762,6 @@ def main() -> None:
                 }
             )
         )
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("quality", printed.getvalue())
     if args.dump:
         dump(args.dump, outcomes)
 

@@ -47,9 +47,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
-import math
 import multiprocessing
 import os
 import random
@@ -61,13 +59,14 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import redirect_stdout
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
+from events import submit
+from reporting import add_results_argument, percentile_ms, print_header, recorded
 
 import amem
 from amem.db.drivers import open_sqlite
@@ -79,6 +78,9 @@ from amem.store import events, facts
 VERSION = "1"
 """Bump when the generated texts or the build change: cached files are keyed by it."""
 PERSONA, PROJECT = "bench", "recall"
+CACHE = Path("~/.cache/amem-bench").expanduser()
+"""Where built databases are kept (``--cache``); ``recall_quality.py`` and ``vectors.py``
+read them there, ``quality.py`` keeps its embeddings in its ``quality`` folder."""
 CHUNK = 10_000
 """Memories per build transaction."""
 PLANTED = 10
@@ -530,13 +532,7 @@ def check_equivalence(seed: int, n: int = 300) -> list[str]:
             async with amem.open(api, settings=quiet_settings()) as mem:
                 scope = mem.scope(PERSONA, PROJECT)
                 for item in items:
-                    await scope.submit_event(
-                        item.event_text,
-                        role=item.role,
-                        event_id=item.event_id,
-                        session=item.session,
-                        occurred_at=item.occurred_at,
-                    )
+                    await submit(scope, item)
                     await scope.add_memories(item.event_id, [item.draft()])
 
         anyio.run(through_api)
@@ -578,13 +574,6 @@ def compare(a: Path, b: Path, query: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------- measuring
-
-
-def percentile_ms(values: Sequence[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] * 1000
 
 
 def rss_mb() -> float:
@@ -702,8 +691,7 @@ def report(results: list[tuple[int, Json, Json]], args: argparse.Namespace) -> N
             f"  {size:>9,} memories: {info['bytes'] / 2**20:,.0f} MB file, build "
             f"{info['build_s']:,.1f} s ({built}, {info['built_at']})"
         )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
 
     def row(
         size: int, mode: str, name: str, hits: str, ts: list[float], bs: list[float], rss: str
@@ -795,12 +783,7 @@ def report(results: list[tuple[int, Json, Json]], args: argparse.Namespace) -> N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000,1000000", help="memory counts")
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=Path("~/.cache/amem-bench").expanduser(),
-        help="where built databases are kept",
-    )
+    parser.add_argument("--cache", type=Path, default=CACHE, help="where built databases are kept")
     parser.add_argument("--seed", type=int, default=1, help="seed for the generated texts")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs of each query")
     parser.add_argument("--repeat", type=int, default=30, help="timed runs of each query")
@@ -831,11 +814,7 @@ def main() -> None:
         help="first check the builder writes what the public API writes",
     )
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the subprocess
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     if args.measure is not None:
         measured = measure(
@@ -863,14 +842,8 @@ def main() -> None:
         print(f"measuring {size:,} ...", file=sys.stderr, flush=True)
         results.append((size, info, measure_in_subprocess(path, args)))
     if results:
-        printed = io.StringIO()
-        with redirect_stdout(printed):
+        with recorded("recall", args.results):
             report(results, args)
-        sys.stdout.write(printed.getvalue())
-        if args.results:
-            from common import write_results
-
-            write_results("recall", printed.getvalue())
 
 
 if __name__ == "__main__":

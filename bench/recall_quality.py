@@ -39,7 +39,6 @@ Run:  uv run python bench/recall_quality.py [--sizes 10000,100000,1000000] [--qu
 from __future__ import annotations
 
 import argparse
-import io
 import itertools
 import json
 import math
@@ -51,13 +50,14 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import closing, redirect_stdout
+from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 from recall import (
+    CACHE,
     EN_TOPICS,
     EN_UNCOMMON,
     PERSONA,
@@ -70,6 +70,7 @@ from recall import (
     percentile_ms,
     quiet_settings,
 )
+from reporting import add_results_argument, print_header, recorded
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
@@ -365,13 +366,22 @@ def rare_queries(conn: sqlite3.Connection, count: int, rnd: random.Random) -> li
     return rnd.sample(found, min(count, len(found)))
 
 
-def keywords(
+def shuffled_combo(
     conn: sqlite3.Connection, rnd: random.Random, target: str, text: str, zh: bool
-) -> str | None:
+) -> list[str] | None:
+    """The words of a combination that names the target alone, in random order; None for a
+    text not in the language (``zh``: Chinese) or without such a combination."""
     if english(text) == zh:
         return None
     combo = unique_combo(conn, rnd, zh_words(text) if zh else en_words(text), target)
-    return None if combo is None else " ".join(rnd.sample(combo, len(combo)))
+    return None if combo is None else rnd.sample(combo, len(combo))
+
+
+def keywords(
+    conn: sqlite3.Connection, rnd: random.Random, target: str, text: str, zh: bool
+) -> str | None:
+    words = shuffled_combo(conn, rnd, target, text, zh)
+    return None if words is None else " ".join(words)
 
 
 def en_phrase(conn: sqlite3.Connection, rnd: random.Random, target: str, text: str) -> str | None:
@@ -410,12 +420,9 @@ def long_query(
     conn: sqlite3.Connection, rnd: random.Random, target: str, text: str, zh: bool
 ) -> str | None:
     """Four turns of chit-chat, one of them naming the target by a unique combination."""
-    if english(text) == zh:
+    words = shuffled_combo(conn, rnd, target, text, zh)
+    if words is None:
         return None
-    combo = unique_combo(conn, rnd, zh_words(text) if zh else en_words(text), target)
-    if combo is None:
-        return None
-    words = list(rnd.sample(combo, len(combo)))
     named = (
         ("、".join(words[:-1]) + "和" + words[-1])
         if zh
@@ -611,8 +618,7 @@ def report(results: dict[int, dict[str, dict[str, Any]]], seed: int) -> None:
         f"{'ref@5':>7} {'fast p50':>9} {'fast p99':>9} {'ref p50':>9} {'ref p99':>9} "
         f"{'hit@5':>6} {'p99':>5}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
 
     def cell(value: float | None, width: int, fmt: str) -> str:
         return f"{'-':>{width}}" if value is None else f"{value:>{width}{fmt}}"
@@ -667,18 +673,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100, help="queries per class")
     parser.add_argument("--classes", default=",".join(CLASSES), help="a subset of the classes")
     parser.add_argument("--seed", type=int, default=14, help="seed for drawing the queries")
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=Path("~/.cache/amem-bench").expanduser(),
-        help="bench/recall.py's cache of built files",
-    )
+    parser.add_argument("--cache", type=Path, default=CACHE, help="bench/recall.py's cache")
     parser.add_argument("--dump", type=Path, help="write every query and both answers here")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     classes = [c for c in args.classes.split(",") if c.strip()]
@@ -693,14 +690,8 @@ def main() -> None:
         results[size] = {cls: summary(queries) for cls, queries in done.items()}
         if args.dump:
             dump(args.dump, size, done)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("recall_quality", args.results):
         report(results, args.seed)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("recall_quality", printed.getvalue())
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ Run:  uv run python bench/stress.py [--sessions 1000] [--events 8] [--procs 4] [
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import os
@@ -46,89 +45,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import events
+from reporting import add_results_argument, percentile_ms, print_header, recorded
 
 PERSONA, PROJECT = "bench", "stress"
 RECALL_EVERY = 4
 RESUME_BUDGET = 2000
 
-EN_WORDS = (
-    "the",
-    "user",
-    "prefers",
-    "green",
-    "tea",
-    "in",
-    "morning",
-    "and",
-    "reads",
-    "papers",
-    "about",
-    "memory",
-    "project",
-    "deadline",
-    "moved",
-    "to",
-    "friday",
-    "please",
-    "remind",
-    "me",
-    "meeting",
-    "with",
-    "alice",
-    "database",
-    "backup",
-    "finished",
-    "without",
-    "errors",
-    "travel",
-    "shanghai",
-    "next",
-    "week",
-    "hangzhou",
-    "novel",
-    "piano",
-    "marathon",
-)
-ZH_WORDS = (
-    "我",
-    "喜欢",
-    "早上",
-    "喝",
-    "绿茶",
-    "项目",
-    "截止",
-    "日期",
-    "改到",
-    "周五",
-    "请",
-    "提醒",
-    "开会",
-    "数据库",
-    "备份",
-    "完成",
-    "下周",
-    "去",
-    "上海",
-    "出差",
-    "记忆",
-    "用户",
-    "偏好",
-    "今天",
-    "天气",
-    "很好",
-    "我们",
-    "讨论",
-    "方案",
-    "杭州",
-    "小说",
-    "钢琴",
-)
+EN_WORDS = (*events.EN_WORDS, "hangzhou", "novel", "piano", "marathon")
+ZH_WORDS = (*events.ZH_WORDS, "杭州", "小说", "钢琴")
 EN_QUERY = ("green tea", "database backup", "shanghai travel", "deadline friday", "piano")
 ZH_QUERY = ("绿茶", "数据库备份", "上海出差", "截止日期", "钢琴小说")
 
@@ -202,13 +132,7 @@ class Result:
 
 
 def make_text(rng: random.Random) -> str:
-    kind = rng.randrange(3)
-    n = rng.randint(4, 14)
-    if kind == 0:
-        return " ".join(rng.choices(EN_WORDS, k=n))
-    if kind == 1:
-        return "".join(rng.choices(ZH_WORDS, k=n))
-    return " ".join(rng.choice(ZH_WORDS) + rng.choice(EN_WORDS) for _ in range(n // 2 + 1))
+    return events.mixed_text(rng, 4, 14, EN_WORDS, ZH_WORDS)
 
 
 def make_sessions(sessions: int, events: int, seed: int, run: str) -> list[Session]:
@@ -225,13 +149,6 @@ def make_sessions(sessions: int, events: int, seed: int, run: str) -> list[Sessi
         ops.append(Op("resume", rng.choice(EN_QUERY + ZH_QUERY)))
         out.append(Session(f"{run}-sess-{s:05d}", tuple(ops)))
     return out
-
-
-def percentile_ms(values: list[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] * 1000
 
 
 def is_lock_text(text: str) -> bool:
@@ -532,8 +449,7 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
         f"{'resume p99':>10} {'errors':>6} {'lock err':>8} {'acked':>6} {'missing':>7} "
         f"{'changed':>7} {'found%':>6} {'WAL end KiB':>11} {'WAL closed':>10}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for r in results:
         s = r.stats
         ops_s = (len(s.acks) + len(s.recalls) + len(s.resumes)) / r.elapsed
@@ -602,11 +518,7 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=4, help="processes / MCP servers")
     parser.add_argument("--seed", type=int, default=1, help="seed for the generated texts")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temp files")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     parser.add_argument("--worker", choices=("api", "mcp"), help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--run", default="", help=argparse.SUPPRESS)
@@ -619,14 +531,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="amem-stress-", dir=args.dir) as tmp:
         results = run_all(args, Path(tmp))
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("stress", args.results):
         report(results, args)
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("stress", printed.getvalue())
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from events import locomo_texts
+from reporting import add_results_argument, write_results
+
 import amem
 
 DATA = Path("/work/shared/data")
@@ -66,14 +69,7 @@ def real_counters(folder: Path) -> dict[str, Callable[[str], int]]:
 
 
 def english(data: Path) -> list[str]:
-    samples = json.loads((data / "locomo10.json").read_text(encoding="utf-8"))
-    return [
-        turn["text"]
-        for sample in samples
-        for key, turns in sample["conversation"].items()
-        if key.startswith("session_") and isinstance(turns, list)
-        for turn in turns
-    ]
+    return locomo_texts(data / "locomo10.json")
 
 
 def chinese(data: Path) -> list[str]:
@@ -110,11 +106,7 @@ def errors(estimates: list[int], reals: list[int]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the shared data folder")
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    add_results_argument(parser)
     args = parser.parse_args()
     counters = real_counters(litellm_tokenizers())
     english_texts, chinese_texts = english(args.data), chinese(args.data)
@@ -142,8 +134,6 @@ def main() -> None:
             print(table[-1])
     print(json.dumps({"bench": "tokens", "results": results}, separators=(",", ":")))
     if args.results:
-        from common import write_results
-
         write_results("tokens", "\n".join(table))
 
 

@@ -32,7 +32,6 @@ Run:  uv run python bench/vectors.py [--sizes 100000,1000000] [--queries 200]
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import resource
 import shutil
@@ -40,15 +39,16 @@ import sqlite3
 import sys
 import time
 from collections.abc import Sequence
-from contextlib import closing, redirect_stdout
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import numpy as np
-from recall import PERSONA, PROJECT, percentile_ms
+from recall import CACHE, PERSONA, PROJECT, percentile_ms
 from recall_quality import migrated_copy, settled
+from reporting import add_results_argument, recorded
 
 import amem
 from amem.search.vectors import Matrices
@@ -196,19 +196,14 @@ def main() -> None:
     # p99 of 50 timings is their slowest: on a shared VM, one scheduling hiccup
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=15)
-    parser.add_argument("--cache", type=Path, default=Path("~/.cache/amem-bench").expanduser())
-    parser.add_argument(
-        "--results",
-        action="store_true",
-        help="write the table into docs/benchmarks.md as its latest run",
-    )
+    parser.add_argument("--cache", type=Path, default=CACHE)
+    add_results_argument(parser)
     args = parser.parse_args()
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
         path = vectors_copy(args.cache, size, args.seed)
         results.append(measure(path, size, args.queries, args.seed))
-    printed = io.StringIO()
-    with redirect_stdout(printed):
+    with recorded("vectors", args.results):
         header = (
             f"{'size':>9} {'semantic p50/p99 ms':>20} {'deep p50/p99 ms':>17} "
             f"{'exact p50/p99 ms':>17} {'deep/exact p50':>14} {'recall@10':>9} {'load s':>7} "
@@ -230,11 +225,6 @@ def main() -> None:
                 print(f"target deep p99 <= 300 ms at 1M: {r['deep_p99_ms']:.1f} ms")
         for r in results:
             print(json.dumps(r))
-    sys.stdout.write(printed.getvalue())
-    if args.results:
-        from common import write_results
-
-        write_results("vectors", printed.getvalue())
 
 
 if __name__ == "__main__":

@@ -109,6 +109,13 @@ def cli_ok(*args: str | Path, **options: Any) -> str:
 # --- writing through the API ---------------------------------------------------------------
 
 
+def memory_draft(
+    text: str, quote: str, kind: str = "fact", basis: str = "user_statement", **fields: Any
+) -> dict[str, Any]:
+    """A memory as ``Scope.add_memories`` and the ``memory_add`` tool take it."""
+    return {"text": text, "quote": quote, "kind": kind, "basis": basis, **fields}
+
+
 async def derive(
     scope: amem.Scope,
     event: str,

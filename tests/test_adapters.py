@@ -23,7 +23,7 @@ from agents.items import ModelResponse
 from agents.memory import SessionSettings
 from agents.models.interface import Model
 from agents.usage import Usage
-from helpers import cancelled_after
+from helpers import cancelled_after, memory_draft
 from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 from pydantic_ai import Agent as PydanticAgent
@@ -163,12 +163,7 @@ async def test_corrections_in_the_session_are_not_items(scope: amem.Scope) -> No
     session = AmemSession(scope, "chat-1")
     await session.add_items(ITEMS[:2])
     [event] = [e for e in (await scope.list("events")).items if e.text == "我搬到杭州了"]
-    draft = {
-        "text": "User moved to Hangzhou",
-        "quote": "我搬到杭州了",
-        "kind": "fact",
-        "basis": "user_statement",
-    }
+    draft = memory_draft("User moved to Hangzhou", "我搬到杭州了")
     [memory] = await scope.add_memories(event.id, [draft])
     await scope.correct(memory.id, "User moved to Suzhou")
     assert (await scope.list("events", session="chat-1")).total == 3
@@ -432,12 +427,7 @@ async def test_tool_results_are_compact_and_bounded(scope: amem.Scope) -> None:
     assert first["text"] + rest["text"] == "tea " + "长" * 5000
     assert "next_offset" not in rest
     await scope.submit_event("I drink oolong", role="user", event_id="u-1")
-    draft = {
-        "text": "User drinks oolong",
-        "quote": "I drink oolong",
-        "kind": "preference",
-        "basis": "user_statement",
-    }
+    draft = memory_draft("User drinks oolong", "I drink oolong", "preference")
     await scope.add_memories("u-1", [draft])
     [memory] = await recall("oolong")
     assert memory["kind"] == "preference"

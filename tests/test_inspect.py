@@ -568,15 +568,19 @@ def test_pages_in_a_real_browser(tmp_path: Path) -> None:
                 assert len(data) > 10_000, name
                 return page.inner_text("body")
 
+            def submit(link: str, field: str, value: str, button: str, name: str) -> str:
+                """Follow ``link``, fill in ``field``, press ``button``: ``shot(name)``."""
+                page.get_by_role("link", name=link).click()
+                page.fill(f"input[name={field}]", value)
+                page.get_by_role("button", name=button).click()
+                return shot(name)
+
             page.goto(start)
             text = shot("scopes")
             assert "assistant / support" in text
             assert "graph / big" in text
 
-            page.get_by_role("link", name="assistant / support").click()
-            page.fill("input[name=as_of]", "2026-03-01T00:00:00Z")
-            page.get_by_role("button", name="show").click()
-            text = shot("as-of")
+            text = submit("assistant / support", "as_of", "2026-03-01T00:00:00Z", "show", "as-of")
             assert "Memories valid at 2026-03-01T00:00:00Z" in text
             assert "User said: I moved to Hangzhou" in text
             assert "I live in Suzhou" not in text
@@ -588,10 +592,7 @@ def test_pages_in_a_real_browser(tmp_path: Path) -> None:
             page.get_by_role("link", name="next page »").click()
             assert "I moved to Hangzhou" in shot("events-2")  # the oldest event
 
-            page.get_by_role("link", name="search").click()
-            page.fill("input[name=q]", "where do I live")
-            page.get_by_role("button", name="search").click()
-            text = shot("search")
+            text = submit("search", "q", "where do I live", "search", "search")
             assert "User said: I live in Suzhou" in text
             assert "lexical" in text
             assert "freshness" in text

@@ -222,10 +222,9 @@ async def apply(scope: amem.Scope, model: Model, op: Op, step: int) -> str:
         assert (record.valid_at, record.invalid_at) == (fact.start, fact.end)
         return f"added {record.id} [{fact.start}, {fact.end})"
     if isinstance(op, Correct):
-        live = model.live()
-        if not live:
+        old = pick(model.live(), op.pick)
+        if old is None:
             return "skipped: no live fact"
-        old = live[op.pick % len(live)]
         start = old.start if op.start is None else STARTS[op.start]
         text = f"User residence corrected to town{step}"
         valid_at = None if op.start is None else STARTS[op.start]
@@ -237,10 +236,9 @@ async def apply(scope: amem.Scope, model: Model, op: Op, step: int) -> str:
         assert (done.memory.valid_at, done.memory.invalid_at) == (fact.start, fact.end)
         return f"corrected {old.id} to {fact.id} [{fact.start}, {fact.end})"
     if isinstance(op, Delete):
-        pool = model.revoked() if op.revoked else model.live()
-        if not pool:
+        target = pick(model.revoked() if op.revoked else model.live(), op.pick)
+        if target is None:
             return "skipped: nothing to delete"
-        target = pool[op.pick % len(pool)]
         removed = await scope.delete(memory_id=target.id)
         memory_ids, event_ids = model.delete(target)
         event(f"delete: lineage of {min(len(memory_ids), 3)}{'+' * (len(memory_ids) >= 3)}")
@@ -248,10 +246,9 @@ async def apply(scope: amem.Scope, model: Model, op: Op, step: int) -> str:
         assert set(removed.event_ids) == event_ids
         return f"deleted {target.id}: {sorted(memory_ids)}"
     if isinstance(op, CorrectRevoked):
-        pool = model.revoked()
-        if not pool:
+        target = pick(model.revoked(), op.pick)
+        if target is None:
             return "skipped: no revoked fact"
-        target = pool[op.pick % len(pool)]
         with pytest.raises(amem.NotFound):
             await scope.correct(target.id, "User residence corrected again")
         return f"refused to correct revoked {target.id}"
@@ -265,6 +262,11 @@ async def apply(scope: amem.Scope, model: Model, op: Op, step: int) -> str:
     with pytest.raises(amem.NotFound):
         await scope.delete(memory_id=gone)
     return f"refused to delete deleted {gone}"
+
+
+def pick(pool: list[Fact], n: int) -> Fact | None:
+    """The ``n``-th fact of ``pool``, counting round; None for an empty pool."""
+    return pool[n % len(pool)] if pool else None
 
 
 def describe_insert(model: Model, start: datetime) -> None:

@@ -152,15 +152,7 @@ async def test_every_tool_takes_the_scope_and_names_an_unknown_argument(
                 "memory_add",
                 {
                     "event_id": "e",
-                    "memories": [
-                        {
-                            "text": "t",
-                            "quote": "q",
-                            "kind": "fact",
-                            "basis": "inference",
-                            "colour": 1,
-                        }
-                    ],
+                    "memories": [draft("t", "q", kind="fact", basis="inference", colour=1)],
                 },
             )
         )
@@ -199,17 +191,20 @@ async def test_every_tool_in_a_bilingual_flow(
     yesterday = datetime.now(beijing).replace(microsecond=0) - timedelta(days=1)
     times = [(yesterday + timedelta(minutes=n)).isoformat() for n in range(3)]
     async with connect(tmp_path / "m.db", server_backend, tmp_path / "server.log") as s:
+
+        def chat(text: str, role: str, event_id: str, at: str) -> dict[str, str]:
+            """``event_submit``'s arguments for an event of session ``chat-1``."""
+            return {
+                "text": text,
+                "role": role,
+                "event_id": event_id,
+                "session": "chat-1",
+                "occurred_at": at,
+            }
+
         # events: Chinese and English, with a UTC offset converted to UTC
-        book_ev = await ok(
-            s,
-            "event_submit",
-            text=BOOK_EVENT,
-            role="user",
-            event_id="zh-1",
-            session="chat-1",
-            source="wechat",
-            occurred_at=times[0],
-        )
+        book = chat(BOOK_EVENT, "user", "zh-1", times[0]) | {"source": "wechat"}
+        book_ev = await ok(s, "event_submit", **book)
         assert book_ev["event_id"] == "zh-1"
         assert (book_ev["persona"], book_ev["project"]) == (PERSONA, PROJECT)
         assert book_ev["status"] == "stored"  # no extraction endpoint configured
@@ -218,35 +213,10 @@ async def test_every_tool_in_a_bilingual_flow(
         assert book_ev["occurred_at"].endswith("Z")
         assert datetime.fromisoformat(book_ev["occurred_at"]) == yesterday
         assert book_ev["session"] == "chat-1"
-        home_ev = await ok(
-            s,
-            "event_submit",
-            text=HOME_EVENT,
-            role="user",
-            event_id="en-1",
-            session="chat-1",
-            occurred_at=times[1],
-        )
-        reply_ev = await ok(
-            s,
-            "event_submit",
-            text=REPLY_EVENT,
-            role="assistant",
-            event_id="as-1",
-            session="chat-1",
-            occurred_at=times[2],
-        )
+        home_ev = await ok(s, "event_submit", **chat(HOME_EVENT, "user", "en-1", times[1]))
+        reply_ev = await ok(s, "event_submit", **chat(REPLY_EVENT, "assistant", "as-1", times[2]))
         assert book_ev["seq"] < home_ev["seq"] < reply_ev["seq"]
-        again = await ok(
-            s,
-            "event_submit",
-            text=BOOK_EVENT,
-            role="user",
-            event_id="zh-1",
-            session="chat-1",
-            source="wechat",
-            occurred_at=times[0],
-        )
+        again = await ok(s, "event_submit", **book)  # the same event again
         assert again["duplicate"] is True
         assert again["seq"] == book_ev["seq"]
         reference = await ok(
@@ -267,12 +237,7 @@ async def test_every_tool_in_a_bilingual_flow(
             "memory_add",
             event_id="zh-1",
             memories=[
-                {
-                    "text": "用户买了一本书《三体》",
-                    "quote": "买了一本书",
-                    "kind": "episode",
-                    "basis": "user_statement",
-                },
+                draft("用户买了一本书《三体》", "买了一本书", kind="episode"),
             ],
         )
         [book_id] = added["memory_ids"]
@@ -283,20 +248,14 @@ async def test_every_tool_in_a_bilingual_flow(
             "memory_add",
             event_id="en-1",
             memories=[
-                {
-                    "text": "User lives in Hangzhou",
-                    "quote": "I moved to Hangzhou",
-                    "kind": "fact",
-                    "basis": "user_statement",
-                    "subject": "user",
-                    "fact_key": "residence",
-                },
-                {
-                    "text": "User loves green tea",
-                    "quote": "I love green tea",
-                    "kind": "preference",
-                    "basis": "user_statement",
-                },
+                draft(
+                    "User lives in Hangzhou",
+                    "I moved to Hangzhou",
+                    kind="fact",
+                    subject="user",
+                    fact_key="residence",
+                ),
+                draft("User loves green tea", "I love green tea"),
             ],
         )
         home_id, tea_id = added["memory_ids"]
@@ -305,12 +264,12 @@ async def test_every_tool_in_a_bilingual_flow(
             "memory_add",
             event_id="as-1",
             memories=[
-                {
-                    "text": "助手答应记住用户喜欢绿茶",
-                    "quote": "我记住了",
-                    "kind": "agreement",
-                    "basis": "assistant_expression",
-                },
+                draft(
+                    "助手答应记住用户喜欢绿茶",
+                    "我记住了",
+                    kind="agreement",
+                    basis="assistant_expression",
+                ),
             ],
         )
         [promise_id] = added["memory_ids"]
@@ -982,12 +941,11 @@ async def test_large_results_stay_bounded(anyio_backend: str, tmp_path: Path) ->
                 "memory_add",
                 event_id=f"wall-{n}",
                 memories=[
-                    {
-                        "text": (f"长城 memory {n}: " + "用户多次谈到长城。" * 300)[:2000],
-                        "quote": body[:1500],
-                        "kind": "observation",
-                        "basis": "user_statement",
-                    }
+                    draft(
+                        (f"长城 memory {n}: " + "用户多次谈到长城。" * 300)[:2000],
+                        body[:1500],
+                        kind="observation",
+                    )
                 ],
             )
         result = await s.call_tool(
@@ -1035,12 +993,7 @@ async def test_results_quoting_a_huge_event_stay_bounded(
             {
                 "event_id": "big",
                 "memories": [
-                    {
-                        "text": "用户说长城很长",
-                        "quote": big,
-                        "kind": "fact",
-                        "basis": "user_statement",
-                    },
+                    draft("用户说长城很长", big, kind="fact"),
                 ],
             },
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers import memory_draft
 
 import amem
 
@@ -145,15 +146,7 @@ async def test_confidence_is_kept_as_ranking_metadata(scope: amem.Scope) -> None
     await scope.submit_event("I might like jazz", role="user", event_id="e-1")
     [memory] = await scope.add_memories(
         "e-1",
-        [
-            {
-                "text": "User may like jazz",
-                "quote": "like jazz",
-                "kind": "preference",
-                "basis": "user_statement",
-                "confidence": 0.4,
-            }
-        ],
+        [memory_draft("User may like jazz", "like jazz", "preference", confidence=0.4)],
     )
     [item] = (await scope.recall("jazz")).items
     assert memory.confidence == item.confidence == item.components.confidence == 0.4
@@ -246,14 +239,7 @@ async def test_a_single_chinese_character_finds_a_compound(scope: amem.Scope) ->
     await scope.submit_event("我最近在读一本书，叫《三体》", role="user", event_id="e-1")
     [memory] = await scope.add_memories(
         "e-1",
-        [
-            {
-                "text": "用户在读一本书《三体》",
-                "quote": "在读一本书",
-                "kind": "episode",
-                "basis": "user_statement",
-            }
-        ],
+        [memory_draft("用户在读一本书《三体》", "在读一本书", "episode")],
     )
     assert [item.id for item in (await scope.recall("书")).items] == [memory.id]
 
@@ -273,18 +259,8 @@ async def test_recall_filters_kinds_and_reports_score_parts(scope: amem.Scope) -
     like, club = await scope.add_memories(
         "e-1",
         [
-            {
-                "text": "User likes jazz",
-                "quote": "like jazz",
-                "kind": "preference",
-                "basis": "user_statement",
-            },
-            {
-                "text": "User went to a jazz club",
-                "quote": "went to a jazz club",
-                "kind": "episode",
-                "basis": "user_statement",
-            },
+            memory_draft("User likes jazz", "like jazz", "preference"),
+            memory_draft("User went to a jazz club", "went to a jazz club", "episode"),
         ],
     )
     result = await scope.recall("jazz", kinds=["episode"])

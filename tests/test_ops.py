@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import amem_cli, dump
+from helpers import amem_cli, dump, memory_draft
 
 import amem
 from amem.db.schema import SCHEMA_VERSION, V1, V2
@@ -612,14 +612,7 @@ async def test_doctor_reports_what_has_no_vector_and_the_next_open_fills_it(
         await s.submit_event("太好了！", role="assistant", event_id="e2")
         await s.add_memories(
             "e1",
-            [
-                {
-                    "text": "用户住在杭州",
-                    "quote": "我搬到杭州了",
-                    "kind": "fact",
-                    "basis": "user_statement",
-                }
-            ],
+            [memory_draft("用户住在杭州", "我搬到杭州了")],
         )
         await mem.scope(persona=PERSONA, project="other").submit_event("Hi", role="user")
     with FakeOpenAI() as api:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import amem_cli, cli_ok
+from helpers import amem_cli, cli_ok, memory_draft
 from mcp_client import MARKER, connect, ok, other, refused
 
 import amem
@@ -300,22 +300,12 @@ async def test_a_pack_fills_past_faded_episodes_that_show_one_cue(scope: amem.Sc
     for n in range(60):
         said = f"I walked the dog Rex in the park, day {n}"
         await scope.submit_event(said, role="user", event_id=f"walk-{n}", occurred_at=old)
-        draft = {
-            "text": f"User walked the dog Rex in the park, day {n}",
-            "quote": said,
-            "kind": "episode",
-            "basis": "user_statement",
-        }
+        draft = memory_draft(f"User walked the dog Rex in the park, day {n}", said, "episode")
         await scope.add_memories(f"walk-{n}", [draft])
     for n in range(40):
         said = f"I agree to take Rex out on weekday {n}"
         await scope.submit_event(said, role="user", event_id=f"deal-{n}", occurred_at=NOW)
-        draft = {
-            "text": f"User agreed to take Rex out on weekday {n}",
-            "quote": said,
-            "kind": "agreement",
-            "basis": "user_statement",
-        }
+        draft = memory_draft(f"User agreed to take Rex out on weekday {n}", said, "agreement")
         await scope.add_memories(f"deal-{n}", [draft])
 
     pack = await scope.resume("chat", query="walked the dog Rex in the park", as_of=AS_OF)

@@ -14,10 +14,11 @@ from contextlib import closing
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import helpers
 import pytest
-from helpers import undo_v9
+from helpers import memory_draft, undo_v9
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -521,18 +522,8 @@ async def test_an_event_with_derived_memories_is_not_returned_raw(scope: amem.Sc
     memories = await scope.add_memories(
         receipt.event_id,
         [
-            {
-                "text": "User lives in Hangzhou",
-                "quote": "搬到杭州",
-                "kind": "fact",
-                "basis": "user_statement",
-            },
-            {
-                "text": "User lives near West Lake",
-                "quote": "离西湖很近",
-                "kind": "fact",
-                "basis": "user_statement",
-            },
+            memory_draft("User lives in Hangzhou", "搬到杭州"),
+            memory_draft("User lives near West Lake", "离西湖很近"),
         ],
     )
     items = (await scope.recall("西湖", as_of=AS_OF)).items
@@ -557,29 +548,27 @@ async def test_a_corrected_fact_never_comes_back_through_raw_text(
         assert result.items == []
 
 
-async def test_a_sibling_of_a_corrected_fact_does_not_bring_back_its_wording(
-    scope: amem.Scope,
-) -> None:
+async def paris_and_jazz(
+    scope: amem.Scope, home_quote: str, jazz_quote: str
+) -> list[amem.MemoryRecord]:
+    """A recent event saying "I live in Paris and I like jazz", with a fact and a preference
+    quoting ``home_quote`` and ``jazz_quote`` from it."""
     receipt = await scope.submit_event(
         "I live in Paris and I like jazz", role="user", occurred_at=RECENT
     )
-    paris, _ = await scope.add_memories(
+    return await scope.add_memories(
         receipt.event_id,
         [
-            {
-                "text": "User lives in Paris",
-                "quote": "live in Paris",
-                "kind": "fact",
-                "basis": "user_statement",
-            },
-            {
-                "text": "User likes jazz",
-                "quote": "like jazz",
-                "kind": "preference",
-                "basis": "user_statement",
-            },
+            memory_draft("User lives in Paris", home_quote),
+            memory_draft("User likes jazz", jazz_quote, "preference"),
         ],
     )
+
+
+async def test_a_sibling_of_a_corrected_fact_does_not_bring_back_its_wording(
+    scope: amem.Scope,
+) -> None:
+    paris, _ = await paris_and_jazz(scope, "live in Paris", "like jazz")
     await scope.correct(paris.id, "User lives in Parma")
     for history in (False, True):
         result = await scope.recall("Paris", as_of=AS_OF, include_history=history)
@@ -643,8 +632,36 @@ async def test_read_pages_the_original_evidence_unaltered(scope: amem.Scope) -> 
 
 # -- fading ----------------------------------------------------------------------------
 
+
+class Fading(NamedTuple):
+    """A memory of a kind that fades with age, and a query that finds it."""
+
+    event: str
+    text: str
+    quote: str
+    role: str
+    kind: str
+    basis: str
+    extra: dict[str, object]
+    query: str
+
+    async def derive(self, scope: amem.Scope, at: str, **draft: object) -> amem.MemoryRecord:
+        return await derive(
+            scope,
+            self.event,
+            self.text,
+            self.quote,
+            at=at,
+            role=self.role,
+            kind=self.kind,
+            basis=self.basis,
+            **draft,
+            **self.extra,
+        )
+
+
 FADING = [
-    (
+    Fading(
         "I went hiking in the Alps with Anna",
         "User went hiking in the Alps with Anna",
         "hiking in the Alps",
@@ -654,7 +671,7 @@ FADING = [
         {},
         "Alps",
     ),
-    (
+    Fading(
         "我和小王去西湖划船了",
         "用户和小王去西湖划船",
         "去西湖划船",
@@ -664,7 +681,7 @@ FADING = [
         {},
         "西湖",
     ),
-    (
+    Fading(
         "You seem tired after the marathon",
         "User seemed tired after the marathon",
         "tired after the marathon",
@@ -674,7 +691,7 @@ FADING = [
         {},
         "marathon",
     ),
-    (
+    Fading(
         "听到你升职了，我真为你高兴！",
         "助手为用户升职感到高兴",
         "我真为你高兴",
@@ -688,81 +705,32 @@ FADING = [
 FADING_IDS = ["episode-en", "episode-zh", "observation", "emotion"]
 
 
-@pytest.mark.parametrize(
-    ("event", "text", "quote", "role", "kind", "basis", "extra", "query"), FADING, ids=FADING_IDS
-)
-async def test_old_episodes_show_their_authored_gist(
-    scope: amem.Scope,
-    event: str,
-    text: str,
-    quote: str,
-    role: str,
-    kind: str,
-    basis: str,
-    extra: dict[str, object],
-    query: str,
-) -> None:
-    gist = f"gist: {kind} 要点"
-    old = await derive(
-        scope, event, text, quote, at=OLD, role=role, kind=kind, basis=basis, gist=gist, **extra
-    )
-    item = await item_for(scope, query, old.id)
+@pytest.mark.parametrize("case", FADING, ids=FADING_IDS)
+async def test_old_episodes_show_their_authored_gist(scope: amem.Scope, case: Fading) -> None:
+    gist = f"gist: {case.kind} 要点"
+    old = await case.derive(scope, OLD, gist=gist)
+    item = await item_for(scope, case.query, old.id)
     assert (item.text, item.gist, item.coarse_time) == (gist, True, None)
     assert item.valid_at == old.valid_at
 
 
-@pytest.mark.parametrize(
-    ("event", "text", "quote", "role", "kind", "basis", "extra", "query"), FADING, ids=FADING_IDS
-)
+@pytest.mark.parametrize("case", FADING, ids=FADING_IDS)
 async def test_old_episodes_without_a_gist_show_a_labelled_topic_cue(
-    scope: amem.Scope,
-    event: str,
-    text: str,
-    quote: str,
-    role: str,
-    kind: str,
-    basis: str,
-    extra: dict[str, object],
-    query: str,
+    scope: amem.Scope, case: Fading
 ) -> None:
-    old = await derive(
-        scope, event, text, quote, at=OLD, role=role, kind=kind, basis=basis, **extra
-    )
-    item = await item_for(scope, query, old.id)
+    old = await case.derive(scope, OLD)
+    item = await item_for(scope, case.query, old.id)
     assert item.text.startswith("[topic cue]")
-    assert item.text != text
+    assert item.text != case.text
     assert len(item.text.removeprefix("[topic cue]").strip()) > 0
     assert item.gist is True
 
 
-@pytest.mark.parametrize(
-    ("event", "text", "quote", "role", "kind", "basis", "extra", "query"), FADING, ids=FADING_IDS
-)
-async def test_recent_episodes_stay_detailed(
-    scope: amem.Scope,
-    event: str,
-    text: str,
-    quote: str,
-    role: str,
-    kind: str,
-    basis: str,
-    extra: dict[str, object],
-    query: str,
-) -> None:
-    recent = await derive(
-        scope,
-        event,
-        text,
-        quote,
-        at=RECENT,
-        role=role,
-        kind=kind,
-        basis=basis,
-        gist="short gist",
-        **extra,
-    )
-    item = await item_for(scope, query, recent.id)
-    assert (item.text, item.gist, item.coarse_time) == (text, False, None)
+@pytest.mark.parametrize("case", FADING, ids=FADING_IDS)
+async def test_recent_episodes_stay_detailed(scope: amem.Scope, case: Fading) -> None:
+    recent = await case.derive(scope, RECENT, gist="short gist")
+    item = await item_for(scope, case.query, recent.id)
+    assert (item.text, item.gist, item.coarse_time) == (case.text, False, None)
 
 
 @pytest.mark.parametrize(("at", "decade"), [(ANCIENT, "2010s"), ("2009-12-31T23:00:00Z", "2000s")])
@@ -876,26 +844,7 @@ async def test_function_words_alone_are_no_evidence(
 
 
 async def test_an_amended_events_wording_is_no_search_key(scope: amem.Scope) -> None:
-    receipt = await scope.submit_event(
-        "I live in Paris and I like jazz", role="user", occurred_at=RECENT
-    )
-    home, jazz = await scope.add_memories(
-        receipt.event_id,
-        [
-            {
-                "text": "User lives in Paris",
-                "quote": "I live in Paris",
-                "kind": "fact",
-                "basis": "user_statement",
-            },
-            {
-                "text": "User likes jazz",
-                "quote": "I like jazz",
-                "kind": "preference",
-                "basis": "user_statement",
-            },
-        ],
-    )
+    home, jazz = await paris_and_jazz(scope, "I live in Paris", "I like jazz")
     await scope.correct(home.id, "User lives in Lyon")
     assert await found(scope, "Paris") == []
     assert await found(scope, "jazz") == [jazz.id]
@@ -966,12 +915,7 @@ async def test_a_small_limit_returns_the_top_of_a_large_one(
         when = (datetime.fromisoformat(AS_OF) - timedelta(days=days[n])).isoformat()
         receipt = await scope.submit_event(text, role="user", occurred_at=when)
         if n in derived:  # some scopes have memories too, linked to each other
-            draft = {
-                "text": f"User said {text}",
-                "quote": text,
-                "kind": "fact",
-                "basis": "user_statement",
-            }
+            draft = memory_draft(f"User said {text}", text)
             [memory] = await scope.add_memories(receipt.event_id, [draft])
             memories.append(memory.id)
     for first, second in itertools.pairwise(memories):

@@ -14,16 +14,17 @@ import logging
 import signal
 import sqlite3
 import sys
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from subprocess import PIPE
+from typing import NamedTuple
 
 import anyio
 import anyio.abc
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
-from helpers import undo_v6, value
+from helpers import memory_draft, undo_v6, value
 
 import amem
 from amem.db.drivers import open_sqlite
@@ -147,12 +148,7 @@ async def test_chinese_and_digits_are_not_stemmed(db_path: Path, scope: amem.Sco
 async def test_topic_cue_shows_the_words_not_their_stems(db_path: Path, scope: amem.Scope) -> None:
     said = "I studied Japanese grammars every evening"
     await scope.submit_event(said, role="user", event_id="study", session="s")
-    draft = {
-        "text": "User studies Japanese grammars every evening",
-        "quote": said,
-        "kind": "episode",
-        "basis": "user_statement",
-    }
+    draft = memory_draft("User studies Japanese grammars every evening", said, "episode")
     await scope.add_memories("study", [draft])
     cue = value(db_path, "select cue_key from memories where event_id = 'study'")
     assert cue == "studies japanese grammars every evening"
@@ -251,23 +247,33 @@ async def make_big_old_file(path: Path) -> None:
     assert write_unstemmed_index(path) == BIG
 
 
-@contextmanager
-def stderr_log(tmp_path: Path) -> Iterator[tuple[Path, object]]:
-    path = tmp_path / "child.stderr"
-    with path.open("wb") as file:
-        yield path, file
+class Migrating(NamedTuple):
+    path: Path
+    process: anyio.abc.Process
+    stdout: BufferedByteReceiveStream
+    stderr: Path
 
 
-async def start_migrating(
-    backend: str, path: Path, pause: float, stderr: object
-) -> tuple[anyio.abc.Process, BufferedByteReceiveStream]:
-    process = await anyio.open_process(
-        [sys.executable, str(CHILDREN / "migrating.py"), backend, str(path), str(pause)],
-        stdout=PIPE,
-        stderr=stderr,  # type: ignore[arg-type]
-    )
-    assert process.stdout is not None
-    return process, BufferedByteReceiveStream(process.stdout)
+@asynccontextmanager
+async def paused_migration(backend: str, tmp_path: Path, pause: float) -> AsyncIterator[Migrating]:
+    """A big old file whose migration a child process has begun and paused for ``pause``
+    seconds, the whole old index still what everyone sees; the child's stderr goes to a
+    file."""
+    path = tmp_path / "old.db"
+    await make_big_old_file(path)
+    log_path = tmp_path / "child.stderr"
+    with log_path.open("wb") as stderr:
+        process = await anyio.open_process(
+            [sys.executable, str(CHILDREN / "migrating.py"), backend, str(path), str(pause)],
+            stdout=PIPE,
+            stderr=stderr,
+        )
+        assert process.stdout is not None
+        stdout = BufferedByteReceiveStream(process.stdout)
+        async with process:
+            assert await next_line(stdout) == f"paused 2000 {BIG}", log_path.read_text()
+            assert_still_old(path)
+            yield Migrating(path, process, stdout, log_path)
 
 
 async def next_line(stream: BufferedByteReceiveStream) -> str:
@@ -287,15 +293,9 @@ def assert_still_old(path: Path) -> None:
 async def test_a_killed_migration_leaves_the_old_file_which_migrates_on_reopen(
     anyio_backend: str, tmp_path: Path
 ) -> None:
-    path = tmp_path / "old.db"
-    await make_big_old_file(path)
-    with stderr_log(tmp_path) as (log_path, stderr):
-        process, stdout = await start_migrating(anyio_backend, path, 60, stderr)
-        async with process:
-            assert await next_line(stdout) == f"paused 2000 {BIG}", log_path.read_text()
-            assert_still_old(path)
-            process.send_signal(signal.SIGKILL)
-            assert await process.wait() == -signal.SIGKILL
+    async with paused_migration(anyio_backend, tmp_path, 60) as (path, process, _, log_path):
+        process.send_signal(signal.SIGKILL)
+        assert await process.wait() == -signal.SIGKILL
     assert "rebuilding the search index for English stemming" in log_path.read_text()
     assert value(path, "pragma integrity_check") == "ok"
     assert_still_old(path)
@@ -309,15 +309,10 @@ async def test_a_killed_migration_leaves_the_old_file_which_migrates_on_reopen(
 async def test_another_process_opening_during_the_migration_waits_for_it(
     anyio_backend: str, tmp_path: Path
 ) -> None:
-    path = tmp_path / "old.db"
-    await make_big_old_file(path)
-    with stderr_log(tmp_path) as (log_path, stderr):
-        process, stdout = await start_migrating(anyio_backend, path, 1.5, stderr)
-        async with process:
-            assert await next_line(stdout) == f"paused 2000 {BIG}", log_path.read_text()
-            assert_still_old(path)
-            async with amem.open(path, settings=amem.Settings()) as mem:  # waits for the lock
-                assert value(path, "pragma user_version") == SCHEMA_VERSION
-                assert await found(mem.scope(PERSONA, PROJECT), "books") == ["special"]
-            assert await next_line(stdout) == "opened"
-            assert await process.wait() == 0, log_path.read_text()
+    async with paused_migration(anyio_backend, tmp_path, 1.5) as migrating:
+        path, process, stdout, log_path = migrating
+        async with amem.open(path, settings=amem.Settings()) as mem:  # waits for the lock
+            assert value(path, "pragma user_version") == SCHEMA_VERSION
+            assert await found(mem.scope(PERSONA, PROJECT), "books") == ["special"]
+        assert await next_line(stdout) == "opened"
+        assert await process.wait() == 0, log_path.read_text()

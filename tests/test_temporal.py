@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers import memory_draft
 
 import amem
 
@@ -16,14 +17,7 @@ async def say_city(
 ) -> amem.MemoryRecord:
     """A user event naming ``city`` at ``at``, and the residence fact derived from it."""
     receipt = await scope.submit_event(f"I live in {city} now", role="user", occurred_at=at)
-    draft = {
-        "text": f"User lives in {city}",
-        "quote": city,
-        "kind": "fact",
-        "basis": "user_statement",
-        "subject": "user",
-        "fact_key": key,
-    }
+    draft = memory_draft(f"User lives in {city}", city, subject="user", fact_key=key)
     if valid_at:
         draft["valid_at"] = valid_at
     [memory] = await scope.add_memories(receipt.event_id, [draft])
@@ -109,14 +103,7 @@ async def test_keys_subjects_and_unkeyed_memories_do_not_close_each_other(
     await scope.submit_event("I like Lisbon", role="user", event_id="pref", occurred_at=JUN)
     await scope.add_memories(
         "pref",
-        [
-            {
-                "text": "User lives in spirit in Lisbon",
-                "quote": "Lisbon",
-                "kind": "preference",
-                "basis": "user_statement",
-            }
-        ],
+        [memory_draft("User lives in spirit in Lisbon", "Lisbon", "preference")],
     )
     assert sorted(await current(scope, SEP)) == ["Beijing", "Paris", "spirit in Lisbon"]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import amem_cli, cli_ok, file_bytes, rows, undo_v8
+from helpers import amem_cli, cli_ok, file_bytes, memory_draft, rows, undo_v8
 from mcp_client import MARKER, connect, ok, other, refused
 
 import amem
@@ -63,23 +63,10 @@ async def test_every_kind_has_a_default_tier_and_a_draft_may_name_one(
     text = "I moved to Hangzhou and I felt happy about the tea there"
     await scope.submit_event(text, role="user", event_id="e1")
     drafts: list[dict[str, Any]] = [
-        {
-            "text": f"User moved to Hangzhou ({kind})",
-            "quote": "I moved to Hangzhou",
-            "kind": kind,
-            "basis": "user_statement",
-        }
+        memory_draft(f"User moved to Hangzhou ({kind})", "I moved to Hangzhou", kind)
         for kind in ("fact", "preference", "agreement", "growth", "episode", "observation")
     ]
-    drafts.append(
-        {
-            "text": "check the tea shop list",
-            "quote": "the tea there",
-            "kind": "fact",
-            "basis": "user_statement",
-            "tier": "working",
-        }
-    )
+    drafts.append(memory_draft("check the tea shop list", "the tea there", tier="working"))
     records = await scope.add_memories("e1", drafts)
     tiers = {(r.kind, r.tier) for r in records[:-1]}
     assert tiers == {
@@ -224,15 +211,7 @@ async def test_consolidate_deletes_expired_working_notes_completely(db_path: Pat
         )
         [gone] = await scope.add_memories(
             "e1",
-            [
-                {
-                    "text": SCRATCH,
-                    "quote": "the worker logs",
-                    "kind": "observation",
-                    "basis": "user_statement",
-                    "tier": "working",
-                }
-            ],
+            [memory_draft(SCRATCH, "the worker logs", "observation", tier="working")],
         )
         fresh = await note(scope, "a note stored later")
         lasting = await note(scope, "User likes wombats", tier=None, kind="preference")
@@ -569,13 +548,7 @@ async def test_mcp_tools_pin_consolidate_and_compact(anyio_backend: str, tmp_pat
         for n in range(4):
             text = f"scratch {n}: 检查第{n}个分片"
             await ok(s, "event_submit", text=text, role="user", event_id=f"w{n}", session=SESSION)
-            draft = {
-                "text": text,
-                "quote": text,
-                "kind": "observation",
-                "basis": "user_statement",
-                "tier": "working",
-            }
+            draft = memory_draft(text, text, "observation", tier="working")
             added = await ok(s, "memory_add", event_id=f"w{n}", memories=[draft])
             assert added["memories"][0]["tier"] == "working"
             ids += added["memory_ids"]
@@ -618,13 +591,7 @@ def test_cli_pin_consolidate_and_compact_working(tmp_path: Path) -> None:
             ids = []
             for receipt in stored:
                 text = f"note {receipt['seq'] - 1}"
-                draft = {
-                    "text": text,
-                    "quote": text,
-                    "kind": "observation",
-                    "basis": "user_statement",
-                    "tier": "working",
-                }
+                draft = memory_draft(text, text, "observation", tier="working")
                 [memory] = await scope.add_memories(receipt["event_id"], [draft])
                 ids.append(memory.id)
             return ids

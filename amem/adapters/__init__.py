@@ -12,3 +12,12 @@ by ``import amem``; each uses amem's public API alone:
 
 See docs/adapters.md.
 """
+
+
+def missing_extra(adapter: str, needs: str, extra: str) -> ImportError:
+    """What ``amem.adapters.<adapter>`` raises, from the ``ImportError``, when the framework
+    behind it (``needs``) is not installed."""
+    return ImportError(
+        f"amem.adapters.{adapter} needs {needs}: "
+        f"install amem with the '{extra}' extra (pip install 'amem[{extra}]')"
+    )

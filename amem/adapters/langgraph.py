@@ -33,6 +33,8 @@ from typing import Any, cast
 
 import anyio
 
+from amem.adapters import missing_extra
+
 try:
     from langgraph.store.base import (
         BaseStore,
@@ -48,10 +50,7 @@ try:
         validate_op_namespace,
     )
 except ImportError as error:  # pragma: no cover - the dev group installs the extra
-    raise ImportError(
-        "amem.adapters.langgraph needs LangGraph's store interface: "
-        "install amem with the 'langgraph' extra (pip install 'amem[langgraph]')"
-    ) from error
+    raise missing_extra("langgraph", "LangGraph's store interface", "langgraph") from error
 
 import amem
 from amem.limits import MAX_LIST_LIMIT, MAX_READ_CHARS, MAX_RECALL_LIMIT

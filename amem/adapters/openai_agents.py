@@ -20,15 +20,14 @@ import json
 import uuid
 from typing import Any, cast
 
+from amem.adapters import missing_extra
+
 try:
     from agents import TResponseInputItem
     from agents.memory import SessionSettings
     from agents.memory.session_settings import resolve_session_limit
 except ImportError as error:  # pragma: no cover - the dev group installs the extra
-    raise ImportError(
-        "amem.adapters.openai_agents needs the OpenAI Agents SDK: "
-        "install amem with the 'openai-agents' extra (pip install 'amem[openai-agents]')"
-    ) from error
+    raise missing_extra("openai_agents", "the OpenAI Agents SDK", "openai-agents") from error
 
 import amem
 from amem.limits import MAX_LIST_LIMIT, MAX_READ_CHARS

@@ -120,7 +120,7 @@ def lexical_matches(
     newest = conn.execute(COUNT_DOCS).fetchone()[0] or 1  # documents ever indexed: cheap
     clauses = clause_tokens(q.query)
     distinct = list(dict.fromkeys(token for clause in clauses for token in clause))
-    terms = informative_terms(conn, distinct, scope, newest, known)
+    terms = informative_terms(term_stats(conn, distinct, scope, newest, known))
     if not terms:
         return Lexical({}, False, 0.0)
     bounds = {"as_of": where.as_of, "history": where.history, "scan": TERM_SCAN}
@@ -256,20 +256,15 @@ def scope_match(conn: sqlite3.Connection, q: RecallQuery) -> str:
     return f" AND {literal(scope_token(q.persona, q.project))}"
 
 
-def informative_terms(
-    conn: sqlite3.Connection,
-    tokens: list[str],
-    scope: str,
-    newest: int,
-    known: KnownTerms | None = None,
-) -> list[Term]:
-    """The query's tokens found in the scope, fewest documents first, at most ``MAX_TERMS``.
+def informative_terms(terms: list[Term]) -> list[Term]:
+    """Of the query's ``terms`` (``term_stats``), those found in the scope, fewest documents
+    first, at most ``MAX_TERMS``.
 
     Every token's document frequency is read (a bounded count), so a long query is searched
     by its most informative words wherever they stand in it. Single characters count too,
     as in an exhaustive BM25: a CJK word's characters are indexed with it, and counting
     them ranks the memory holding the query's informative words first."""
-    found = [term for term in term_stats(conn, tokens, scope, newest, known) if term.df]
+    found = [term for term in terms if term.df]
     return sorted(found, key=lambda term: term.df)[:MAX_TERMS]
 
 

@@ -35,7 +35,7 @@ from ..db.rules import CURRENT_MEMORY
 from ..db.times import from_db_time
 from ..limits import MAX_EVENT_CHARS, MAX_MEMORY_CHARS
 from ..models import Compaction, MemoryDraft
-from .events import NewEvent, insert_event
+from .events import NewEvent, derived_event, insert_event
 from .facts import derive_memories
 from .relations import add_relation
 from .retraction import revoke
@@ -101,20 +101,8 @@ def new_event(
     persona: str, project: str, session: str, event_id: str, text: str, segmented: str, now: str
 ) -> NewEvent:
     """The compaction event (``text``: ``Plan.event_text``, its tokens ``segmented``)."""
-    return NewEvent(
-        id=event_id,
-        persona=persona,
-        project=project,
-        session=session,
-        role="system",
-        category="conversation",
-        source=SOURCE,
-        text=text,
-        occurred_at=now,
-        occurred_at_given=True,
-        ingested_at=now,
-        status="stored",  # derived here, never queued for extraction
-        segmented=segmented,
+    return derived_event(
+        event_id, persona, project, session, "system", "conversation", SOURCE, text, segmented, now
     )
 
 

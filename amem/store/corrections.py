@@ -17,7 +17,7 @@ from datetime import timedelta
 from ..db.times import db_time
 from ..models import Correction, MemoryDraft
 from .checkpoints import invalidate_checkpoints
-from .events import NewEvent, insert_event
+from .events import derived_event, insert_event
 from .facts import SELECT_CHAIN_ORDER, derive_memories, load_event, load_memory
 from .relations import add_relation
 from .retraction import revoke
@@ -44,20 +44,17 @@ def correct(
     source = load_event(conn, persona, project, old.event_id)
     insert_event(
         conn,
-        NewEvent(
-            id=correction_event_id,
-            persona=persona,
-            project=project,
-            session=source.session,
-            role=source.role,
-            category="correction",
-            source="correction",
-            text=text,
-            occurred_at=now,
-            occurred_at_given=True,
-            ingested_at=now,
-            status="stored",
-            segmented=segmented,
+        derived_event(
+            correction_event_id,
+            persona,
+            project,
+            source.session,
+            source.role,
+            "correction",
+            "correction",
+            text,
+            segmented,
+            now,
         ),
     )
     revoke(conn, old.id, None, now)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import datetime
+from typing import NamedTuple
 
 from ..db.rules import CURRENT_MEMORY
 from ..db.times import db_time, from_db_time
@@ -24,13 +25,16 @@ order by valid_at desc, num desc limit 1
 """
 
 
+class Decay(NamedTuple):
+    """How an expressed emotion fades: ``Settings.emotion_half_life_hours`` and
+    ``Settings.emotion_floor``."""
+
+    half_life_hours: float
+    floor: float
+
+
 def current_emotion(
-    conn: sqlite3.Connection,
-    persona: str,
-    project: str,
-    as_of: datetime,
-    half_life_hours: float,
-    floor: float,
+    conn: sqlite3.Connection, persona: str, project: str, as_of: datetime, decay: Decay
 ) -> CurrentEmotion | None:
     params = {"persona": persona, "project": project, "as_of": db_time(as_of)}
     row = conn.execute(SELECT_LATEST, params).fetchone()
@@ -39,8 +43,8 @@ def current_emotion(
     memory_id, label, valence, arousal, valid_at = row
     expressed = from_db_time(valid_at)
     hours = max(0.0, (as_of - expressed).total_seconds() / 3600)
-    factor = 0.5 ** (hours / half_life_hours)
-    if factor < floor:
+    factor = 0.5 ** (hours / decay.half_life_hours)
+    if factor < decay.floor:
         return None
     return CurrentEmotion(
         label=label,

@@ -191,16 +191,9 @@ def delete(
         if erase_checkpoint_text(conn, persona, project, now) != (invalidated, cleared):
             raise StorageError("the erasure did not match its plan; nothing was erased")
     return Deletion(
-        persona=persona,
-        project=project,
-        dry_run=dry_run,
         event_ids=list(plan.events),
         memory_ids=list(plan.memories),
-        relations=len(plan.edges),
-        search_rows=plan.search_rows,
-        vectors=plan.vectors,
-        checkpoints_invalidated=invalidated,
-        checkpoints_cleared=cleared,
+        **shared_receipt(persona, project, plan, invalidated, cleared, dry_run=dry_run),
     )
 
 
@@ -323,6 +316,22 @@ def preview(
     return receipt(persona, project, plan, invalidated, cleared, dry_run=True, batches=0)
 
 
+def shared_receipt(
+    persona: str, project: str, plan: Planner, invalidated: int, cleared: int, *, dry_run: bool
+) -> dict[str, Any]:
+    """What the receipts of ``delete`` (``Deletion``) and ``erase`` (``Erasure``) both say."""
+    return {
+        "persona": persona,
+        "project": project,
+        "dry_run": dry_run,
+        "relations": len(plan.edges),
+        "search_rows": plan.search_rows,
+        "vectors": plan.vectors,
+        "checkpoints_invalidated": invalidated,
+        "checkpoints_cleared": cleared,
+    }
+
+
 def receipt(
     persona: str,
     project: str,
@@ -334,16 +343,9 @@ def receipt(
     batches: int,
 ) -> Erasure:
     return Erasure(
-        persona=persona,
-        project=project,
-        dry_run=dry_run,
         events=len(plan.events),
         memories=len(plan.memories),
-        relations=len(plan.edges),
-        search_rows=plan.search_rows,
-        vectors=plan.vectors,
-        checkpoints_invalidated=invalidated,
-        checkpoints_cleared=cleared,
+        **shared_receipt(persona, project, plan, invalidated, cleared, dry_run=dry_run),
         batches=batches if plan.events else 0,
         event_ids=list(plan.events)[:MAX_RECEIPT_IDS],
         memory_ids=list(plan.memories)[:MAX_RECEIPT_IDS],

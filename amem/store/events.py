@@ -41,6 +41,37 @@ class NewEvent(EventFields):
     """The text's search tokens; None for categories that are not indexed."""
 
 
+def derived_event(
+    event_id: str,
+    persona: str,
+    project: str,
+    session: str | None,
+    role: str,
+    category: str,
+    source: str,
+    text: str,
+    segmented: str,
+    now: str,
+) -> NewEvent:
+    """An event amem writes itself (a correction, a compaction) at ``now``: stored, never
+    queued for extraction, its text's tokens ``segmented``."""
+    return NewEvent(
+        id=event_id,
+        persona=persona,
+        project=project,
+        session=session,
+        role=role,
+        category=category,
+        source=source,
+        text=text,
+        occurred_at=now,
+        occurred_at_given=True,
+        ingested_at=now,
+        status="stored",
+        segmented=segmented,
+    )
+
+
 @dataclass(slots=True)
 class StoredEvent(EventFields):
     """An event as ``EVENT_COLUMNS`` reads it."""

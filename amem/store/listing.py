@@ -125,14 +125,7 @@ def memory_filters(query: ListQuery) -> list[str]:
         where.append(f"m.kind in ({in_lists.named('kind', sorted(query.kinds))[0]})")
     if query.tier is not None:
         where.append("m.tier = :tier")
-    if query.roles is not None:
-        where.append(role_filter(query.roles))
-    if query.session is not None:
-        where.append("e.session = :session")
-    if query.since is not None:
-        where.append("m.valid_at >= :since")
-    if query.until is not None:
-        where.append("m.valid_at < :until")
+    where += event_and_time_filters(query, "m.valid_at")
     if not query.include_revoked:
         where.append(CURRENT_MEMORY)
     if not query.include_expired:
@@ -141,15 +134,22 @@ def memory_filters(query: ListQuery) -> list[str]:
 
 
 def event_filters(query: ListQuery) -> list[str]:
-    where = ["e.persona = :persona", "e.project = :project"]
+    scope = ["e.persona = :persona", "e.project = :project"]
+    return [*scope, *event_and_time_filters(query, "e.occurred_at")]
+
+
+def event_and_time_filters(query: ListQuery, time: str) -> list[str]:
+    """The (source) event ``e``'s role and session, and the column ``time`` in the query's
+    window: what memories and events are filtered by alike."""
+    where = []
     if query.roles is not None:
         where.append(role_filter(query.roles))
     if query.session is not None:
         where.append("e.session = :session")
     if query.since is not None:
-        where.append("e.occurred_at >= :since")
+        where.append(f"{time} >= :since")
     if query.until is not None:
-        where.append("e.occurred_at < :until")
+        where.append(f"{time} < :until")
     return where
 
 

@@ -40,7 +40,7 @@ from ..models import Checkpoint, CurrentEmotion, Persona, RecallItem
 from ..prompt import render_context
 from ..tokens import TokenCounter
 from .checkpoints import latest_checkpoint
-from .emotions import current_emotion
+from .emotions import Decay, current_emotion
 from .facts import valid_as_of
 from .personas import read_persona
 
@@ -105,6 +105,10 @@ order by occurred_at desc, seq desc limit :count
 Recall = Callable[[sqlite3.Connection, str, int], list[RecallItem]]
 """Recalls a text on the pack's snapshot: ``recall(conn, text, agreements)``, where the
 agreements already in the pack are that many more items to ask for (they are skipped)."""
+Framing = dict[str, Any]
+"""The pack's fields other than its components (``amem_context``, scope, session...)."""
+Components = Sequence[tuple[str, object]]
+"""Each component's name and value, in the order they are packed."""
 
 
 @dataclass(frozen=True)
@@ -130,8 +134,7 @@ def read_sources(
     query: str | None,
     as_of: datetime,
     recall: Recall,
-    emotion_half_life_hours: float,
-    emotion_floor: float,
+    decay: Decay,
 ) -> Sources:
     """What the pack of ``session`` shows at ``as_of``, memories recalled for ``query``
     (``recall_query``) by ``recall``."""
@@ -145,9 +148,7 @@ def read_sources(
         recalled=[] if about is None else recall(conn, about, len(agreements)),
         recent=recent_events(conn, persona, project, session, as_of),
         pinned=pinned_memories(conn, persona, project, as_of),
-        emotion=current_emotion(
-            conn, persona, project, as_of, emotion_half_life_hours, emotion_floor
-        ),
+        emotion=current_emotion(conn, persona, project, as_of, decay),
     )
 
 
@@ -282,12 +283,7 @@ def recall_query(query: str | None, checkpoint: Checkpoint | None) -> str | None
     return about[:MAX_QUERY_CHARS]
 
 
-def pack(
-    framing: dict[str, Any],
-    components: Sequence[tuple[str, object]],
-    budget: int,
-    counter: TokenCounter,
-) -> Packed:
+def pack(framing: Framing, components: Components, budget: int, counter: TokenCounter) -> Packed:
     """The pack of ``components`` within ``budget`` tokens under ``counter``.
 
     Sizes are summed piece by piece (no document is re-serialised per item); a real
@@ -305,12 +301,7 @@ def pack(
         limit -= over
 
 
-def fill(
-    framing: dict[str, Any],
-    components: Sequence[tuple[str, object]],
-    budget: int,
-    counter: TokenCounter,
-) -> Packed:
+def fill(framing: Framing, components: Components, budget: int, counter: TokenCounter) -> Packed:
     head = pack_json(framing)[:-1]  # the document so far, without its closing brace
     used = counter(head) + counter("}")
     if used > budget:
@@ -361,9 +352,7 @@ def fill(
     return Packed(context, included, omitted, partial, counter(context), insufficient_budget=False)
 
 
-def insufficient(
-    framing: dict[str, Any], components: Sequence[tuple[str, object]], counter: TokenCounter
-) -> Packed:
+def insufficient(framing: Framing, components: Components, counter: TokenCounter) -> Packed:
     """No pack fits: the budget it needs at least is the framing's and the persona's (the
     first component) cost, counted as ``fill`` counts them and whole, as JSON and as text."""
     names = [name for name, value in components if value not in (None, [], {})]
