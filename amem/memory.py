@@ -28,7 +28,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 import anyio
 import httpx
 
-from .config import Settings
+from .config import Settings, default_db_path
 from .db.database import Database
 from .db.times import db_now, db_time, utc_now
 from .errors import Closed, Conflict, InvalidInput, UpstreamError
@@ -170,13 +170,15 @@ def thinly_embedded(settings: Settings) -> str:
 
 @asynccontextmanager
 async def open(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | None = None,
     *,
     settings: Settings | None = None,
     http_client: httpx.AsyncClient | None = None,
     progress: Progress | None = None,
 ) -> AsyncIterator[Memory]:
-    """Open (creating and migrating if needed) the memory database at ``path``.
+    """Open (creating and migrating if needed) the memory database at ``path``: by default
+    the file the ``amem`` command uses (``AMEM_DB``, else ``amem/memory.db`` in the
+    platform's user-data directory).
 
     Works under asyncio and trio. Settings come from ``AMEM_*`` environment variables
     unless ``settings`` is given. Extraction and embedding calls go through
@@ -191,6 +193,8 @@ async def open(
     Leaving the block cancels in-flight model calls, lets queued writes commit, then closes.
     """
     settings = settings or Settings()
+    if path is None:
+        path = default_db_path(settings)
     error: BaseException | None = None
     database = Database.open(
         path,

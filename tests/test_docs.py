@@ -154,9 +154,11 @@ def test_every_mcp_tool_is_documented() -> None:
 
 def run_example(name: str, code: str, folder: Path) -> str:
     """Run an example as a script (``__main__``) in this process, in ``folder``, without
-    the user's ``AMEM_*`` settings; return what it printed."""
+    the user's ``AMEM_*`` settings and with ``folder`` as the user-data directory (where
+    ``amem.open()`` puts its default file); return what it printed."""
     printed = io.StringIO()
-    with environment(clean_env()), contextlib.chdir(folder), contextlib.redirect_stdout(printed):
+    env = clean_env({"XDG_DATA_HOME": str(folder)})
+    with environment(env), contextlib.chdir(folder), contextlib.redirect_stdout(printed):
         exec(compile(code, name, "exec"), {"__name__": "__main__"})
     return printed.getvalue()
 

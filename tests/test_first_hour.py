@@ -11,10 +11,12 @@ import shlex
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from helpers import amem_cli, clean_env, cli_ok, environment, value
 from test_cli import SCOPE, TEXT
 
+import amem
 from amem.cli.options import READ_ONLY_COMMANDS
 
 ONE_ERROR_LINE = re.compile(r"amem: error: [a-z_]+: [^\n]+\n")
@@ -256,3 +258,17 @@ def test_demo_explore_line_is_amem_when_amem_is_installed(tmp_path: Path) -> Non
     assert demo_last_line(tmp_path, env)[:2] == ["amem", "recall"]
     env = {k: v for k, v in clean_env().items() if k != "UV"}  # not started by uv at all
     assert demo_last_line(tmp_path / "again", env)[:2] == ["amem", "recall"]
+
+
+def test_python_and_the_command_line_open_the_same_file_by_default(tmp_path: Path) -> None:
+    env = clean_env({"XDG_DATA_HOME": str(tmp_path)})
+
+    async def write() -> Path:
+        async with amem.open() as mem:
+            await mem.scope().submit_event("I moved to Lisbon", role="user", event_id="m-1")
+            return Path(mem.path)
+
+    with environment(env):
+        path = anyio.run(write)
+    assert path == tmp_path / "amem" / "memory.db"
+    assert "I moved to Lisbon" in cli_ok("read", "m-1", env={"XDG_DATA_HOME": str(tmp_path)})
