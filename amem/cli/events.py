@@ -1,11 +1,12 @@
-"""``submit``, ``recall`` and ``read``: store a message, search, read the evidence; and the
-ways to forget: ``correct``, ``retract`` one memory, ``delete`` one message, ``erase`` many."""
+"""``submit``, ``remember``, ``recall`` and ``read``: store a message (``remember``: with one
+memory quoting it), search, read the evidence; and the ways to forget: ``correct``,
+``retract`` one memory, ``delete`` one message, ``erase`` many."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from ..errors import InvalidInput
 from ..limits import (
@@ -27,10 +28,17 @@ if TYPE_CHECKING:
         Erasure,
         EventReceipt,
         Evidence,
+        MemoryRecord,
         RecallResult,
         Retraction,
         TombstoneImport,
     )
+
+STATED_KINDS = ("fact", "preference", "agreement", "growth", "episode", "observation")
+"""The memory kinds a user statement may be: every kind but ``emotion``, which comes only
+from an assistant expression (``store.facts.check_basis``)."""
+KEYED_KINDS = ("fact", "preference")
+"""The kinds that take a ``fact_key`` (``store.facts.KEYED_KINDS``)."""
 
 
 def add_commands(command: Command) -> None:
@@ -48,6 +56,37 @@ def add_commands(command: Command) -> None:
     submit.add_argument("--category", default="conversation", choices=SUBMITTABLE_CATEGORIES)
     submit.add_argument(
         "--occurred-at", help="ISO-8601 with a UTC offset, or a date (default: now)"
+    )
+
+    remember = command(
+        "remember",
+        handler(remember_text, remembered_line, wait=True),
+        "store a memory in one step (what the user said, as a fact)",
+        (
+            "Store TEXT as something the user said (a user event) and one memory of it in "
+            "the same words, quoting all of it (basis user_statement), so recall finds it "
+            "at once, no extraction model needed. TEXT '-' reads it from stdin. Prints the "
+            "memory ID and the event ID. --subject with --fact-key names a single-valued "
+            "property (--subject user --fact-key residence): a newer memory with the same "
+            "key closes the older one (kinds fact and preference only). For a message an "
+            "extraction model should read, use 'amem submit'."
+        ),
+    )
+    remember.add_argument("text", metavar="TEXT")
+    remember.add_argument(
+        "--kind", default="fact", choices=STATED_KINDS, help="the memory's kind (default: fact)"
+    )
+    remember.add_argument("--subject", help="who or what it is about (e.g. user)")
+    remember.add_argument(
+        "--fact-key",
+        metavar="KEY",
+        help="with --subject: the single-valued property it sets (e.g. residence)",
+    )
+    remember.add_argument("--session", help="the event's session")
+    remember.add_argument(
+        "--occurred-at",
+        help="when it was said, ISO-8601 with a UTC offset, or a date (default: now); the "
+        "memory is true from then",
     )
 
     recall = command(
@@ -191,6 +230,50 @@ def receipt_line(r: EventReceipt) -> str:
     return (
         f"{'already stored' if r.duplicate else 'stored'} {r.event_id} "
         f"(seq {r.seq}, {r.status}) in {r.persona}/{r.project}"
+    )
+
+
+class Remembered(TypedDict):
+    """What ``amem remember`` stored."""
+
+    memory: MemoryRecord
+    event: EventReceipt
+
+
+async def remember_text(args: argparse.Namespace, _: Memory, scope: Scope) -> Remembered:
+    """A user event saying TEXT and one memory quoting all of it (without the white space
+    around it: stdin's last newline). The draft is checked before the event is stored, so
+    a refused draft stores nothing."""
+    from ..inputs import parse_drafts
+    from ..limits import MAX_MEMORY_CHARS
+
+    said = read_text(args.text)
+    text = said.strip()
+    if len(text) > MAX_MEMORY_CHARS:
+        raise InvalidInput(
+            f"a memory holds at most {MAX_MEMORY_CHARS:,} characters; store a longer text "
+            "with 'amem submit' (an extraction model derives its memories)"
+        )
+    if args.fact_key is not None and (args.subject is None or args.kind not in KEYED_KINDS):
+        raise InvalidInput(
+            "--fact-key needs --subject, and --kind fact or preference", code="role_violation"
+        )
+    draft = {"text": text, "quote": text, "kind": args.kind, "basis": "user_statement"}
+    draft |= {"subject": args.subject, "fact_key": args.fact_key}
+    [checked] = parse_drafts([draft])
+    receipt = await scope.submit_event(
+        said, role="user", session=args.session, occurred_at=args.occurred_at
+    )
+    [memory] = await scope.add_memories(receipt.event_id, [checked])
+    return Remembered(memory=memory, event=receipt)
+
+
+def remembered_line(done: Remembered) -> str:
+    memory, receipt = done["memory"], done["event"]
+    about = "/".join(key for key in (memory.subject, memory.fact_key) if key)
+    return (
+        f"remembered {memory.id} ({memory.kind}{'; ' + about if about else ''}) from event "
+        f"{receipt.event_id} in {receipt.persona}/{receipt.project}"
     )
 
 
