@@ -73,7 +73,7 @@ def add_commands(command: Command) -> None:
             "extraction model should read, use 'amem submit'."
         ),
     )
-    remember.add_argument("text", metavar="TEXT")
+    remember.add_argument("text", metavar="TEXT", help="what the user said ('-': read stdin)")
     remember.add_argument(
         "--kind", default="fact", choices=STATED_KINDS, help="the memory's kind (default: fact)"
     )
@@ -86,6 +86,7 @@ def add_commands(command: Command) -> None:
     remember.add_argument("--session", help="the event's session")
     remember.add_argument(
         "--occurred-at",
+        metavar="TIME",
         help="when it was said, ISO-8601 with a UTC offset, or a date (default: now); the "
         "memory is true from then",
     )
