@@ -37,6 +37,9 @@ class Ran:
     returncode: int
     stdout: str
     stderr: str
+    raw: bytes = b""
+    """stdout's bytes (``stdout`` decodes them, what is not UTF-8 replaced): what
+    ``export -`` and ``backup -`` write."""
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -65,10 +68,11 @@ def amem_cli(
     input: str | None = None,
 ) -> Ran:
     """``amem ARGS`` in this process: ``amem.cli.main(argv)`` with stdin holding ``input``
-    (a real file: commands read its descriptor), stdout and stderr captured, in ``cwd``,
-    with ``clean_env(env)`` as the environment. ``--help`` exits through ``SystemExit``
-    like the installed script."""
-    out, err = io.StringIO(), io.StringIO()
+    (a real file: commands read its descriptor), stdout (text and bytes, as a process's)
+    and stderr captured, in ``cwd``, with ``clean_env(env)`` as the environment.
+    ``--help`` exits through ``SystemExit`` like the installed script."""
+    raw, err = io.BytesIO(), io.StringIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", newline="", write_through=True)
     with (
         io.TextIOWrapper(tempfile.TemporaryFile(), encoding="utf-8") as text_in,
         environment(clean_env(env)),
@@ -85,7 +89,9 @@ def amem_cli(
             status = exc.code if isinstance(exc.code, int) else 1
         finally:
             sys.stdin = saved_stdin
-    return Ran(status, out.getvalue(), err.getvalue())
+    out.flush()
+    printed = raw.getvalue()
+    return Ran(status, printed.decode("utf-8", errors="replace"), err.getvalue(), printed)
 
 
 def amem_process(*args: str | Path, **options: Any) -> subprocess.CompletedProcess[str]:

@@ -4,6 +4,7 @@ installed script runs it (``helpers.amem_cli``); the script itself once as a rea
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,17 @@ HELP = {
     "serve": ["MCP", "stdout", "--log-level"],
     "demo": ["sample", "as_of", "session_resume"],
     "submit": ["TEXT", "--role", "--event-id", "--occurred-at", "stdin"],
+    "remember": [
+        "TEXT",
+        "stdin",
+        "--kind",
+        "--subject",
+        "--fact-key",
+        "--session",
+        "--occurred-at",
+        "closes the older",
+        "amem submit",
+    ],
     "recall": ["QUERY", "--limit", "--mode", "--as-of", "--history", "--kind"],
     "read": ["ID", "--offset", "--limit"],
     "persona": ["show", "set", "history", "rollback", "MCP hosts can only read"],
@@ -92,8 +104,24 @@ HELP = {
     "host-ingest": ["FILE", "--instance", "--session", "--goal", "version_conflict"],
     "correct": ["MEMORY_ID", "TEXT", "--reason", "--valid-at", "amended"],
     "retract": ["MEMORY_ID", "--reason", "amem delete", "stay"],
-    "delete": ["--event", "--memory", "--dry-run", "amem retract", "never be stored again"],
-    "erase": ["--session", "--since", "--subject", "--fact-key", "--everything", "--yes"],
+    "delete": [
+        "--event",
+        "--memory",
+        "--yes",
+        "preview",
+        "siblings",
+        "amem retract",
+        "never be stored again",
+    ],
+    "erase": [
+        "--session",
+        "--since",
+        "--subject",
+        "--fact-key",
+        "--everything",
+        "--yes",
+        "preview",
+    ],
     "list": [
         "WHAT",
         "events",
@@ -268,6 +296,71 @@ def test_submit_recall_read(tmp_path: Path) -> None:
     assert page + rest == TEXT
     evidence = json.loads(cli_ok("read", "m-1", "--json", *db))
     assert (evidence["text"], evidence["event"]["session"]) == (TEXT, "chat-7")
+
+
+def test_remember_stores_a_user_statement_and_its_memory(tmp_path: Path) -> None:
+    db = ["--db", str(tmp_path / "m.db"), *SCOPE]
+    key = ["--subject", "user", "--fact-key", "residence"]
+    said = ["--session", "chat-7", "--occurred-at", T0]
+    out = cli_ok("remember", "I live in Hangzhou", *key, *said, *db)
+    found = re.fullmatch(
+        r"remembered (mem_\w+) \(fact; user/residence\) from event (evt_\w+) "
+        r"in assistant/support\n",
+        out,
+    )
+    assert found, out
+    memory_id, event_id = found.groups()
+    evidence = json.loads(cli_ok("read", memory_id, "--json", *db))
+    assert (evidence["text"], evidence["event"]["id"]) == ("I live in Hangzhou", event_id)
+    assert (evidence["event"]["role"], evidence["event"]["session"]) == ("user", "chat-7")
+    assert evidence["memory"]["quote"] == "I live in Hangzhou"
+    assert evidence["memory"]["basis"] == "user_statement"
+
+    moved = json.loads(
+        cli_ok(
+            "remember",
+            "-",
+            *key,
+            "--occurred-at",
+            "2026-12-01",
+            "--json",
+            *db,
+            input="I live in Suzhou\n",
+        )
+    )
+    assert (moved["memory"]["text"], moved["memory"]["kind"]) == ("I live in Suzhou", "fact")
+    assert moved["event"]["event_id"] == moved["memory"]["event_id"]
+    closed = json.loads(cli_ok("read", memory_id, "--json", *db))["memory"]
+    assert closed["invalid_at"] == moved["memory"]["valid_at"]  # the newer residence wins
+    tea = cli_ok("remember", "I prefer green tea", "--kind", "preference", *db)
+    assert re.fullmatch(r"remembered mem_\w+ \(preference\) from event evt_\w+ .*\n", tea)
+    assert "preference  I prefer green tea" in cli_ok("recall", "green tea", *db)
+
+
+def test_remember_refuses_a_draft_before_storing_anything(tmp_path: Path) -> None:
+    db = ["--db", str(tmp_path / "m.db")]
+    cli_ok("submit", "hello", *db)
+    for args, code in (
+        (["x", "--kind", "agreement", "--subject", "user", "--fact-key", "k"], "role_violation"),
+        (["x", "--fact-key", "k"], "role_violation"),  # a key needs a subject
+        (["x" * 2_001], "invalid_input"),
+        (["-"], "invalid_input"),  # blank stdin
+    ):
+        result = amem_cli("remember", *args, *db, input=" \n")
+        assert result.returncode == 1, args
+        assert result.stderr.startswith(f"amem: error: {code}: "), result.stderr
+    assert rows(tmp_path / "m.db", "select count(*) from events") == [(1,)]
+    result = amem_cli("remember", "x", "--kind", "emotion", *db)  # an assistant's only
+    assert result.returncode == 2
+
+
+def test_remember_offers_the_kinds_a_user_statement_may_have() -> None:
+    from amem.cli.events import KEYED_KINDS, STATED_KINDS
+    from amem.models import MEMORY_KINDS
+    from amem.store import facts
+
+    assert set(STATED_KINDS) == set(MEMORY_KINDS) - {"emotion"}
+    assert set(KEYED_KINDS) == facts.KEYED_KINDS
 
 
 def test_persona_show_set_history_rollback(tmp_path: Path) -> None:

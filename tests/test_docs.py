@@ -117,6 +117,7 @@ def test_every_spec_cli_command_exists() -> None:
     spec |= {"list", "status"}  # SPEC §10 (issue 16)
     spec |= {"inspect"}  # SPEC §10 (issue 18)
     beyond = {"limits"}  # capacity limits (issue 16), named by neither spec section
+    beyond |= {"remember"}  # a memory from a shell in one step (issue 30)
     beyond |= {"claude-code-hook", "claude-code-capture"}  # Claude Code capture (issue 18)
     beyond |= {"pin", "consolidate", "compact-working"}  # tiers (issue 17)
     assert spec | beyond == set(subcommands(build_parser()))

@@ -36,6 +36,7 @@ READ_ONLY_LINES = {
     "export": ["export", "OUT"],
     "backup": ["backup", "OUT"],
     "limits": ["limits"],
+    "delete": ["delete", "--event", "m-1"],
     "delete --dry-run": ["delete", "--event", "m-1", "--dry-run"],
     "consolidate --dry-run": ["consolidate", "--dry-run"],
     "compact-working --dry-run": ["compact-working", "chat-7", "--dry-run"],

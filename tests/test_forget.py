@@ -14,15 +14,17 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from helpers import amem_cli, dump, file_bytes, memory_draft, remember, rows
+from helpers import amem_cli, cli_ok, derive, dump, file_bytes, memory_draft, remember, rows
 from mcp_client import MARKER, connect, ok, other, refused
 
 import amem
+from amem.cli.show import LINE_CHARS
 from amem.store import erasure, tombstones
 from amem.testing import database
 
@@ -712,18 +714,37 @@ def test_cli_delete_retract_correct(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["revoked_id"] == made["wrong"]
 
     before = dump(db)
-    result = amem_cli("delete", "--memory", made["allergy"], "--dry-run", *base)
-    assert result.returncode == 0, result.stderr
-    assert "would erase 1 events, 2 memories" in result.stdout
-    assert "(dry run: nothing was changed)" in result.stdout
+    for preview in (["--dry-run"], []):  # a preview unless --yes
+        result = amem_cli("delete", "--memory", made["allergy"], *preview, *base)
+        assert result.returncode == 0, result.stderr
+        head, counts, event, *memories, note = result.stdout.splitlines()
+        assert head.startswith(
+            f"memory {made['allergy']} came from event m-1: deleting it erases that whole "
+            "message, with every memory derived from it"
+        )
+        assert counts.startswith("would erase 1 events, 2 memories")
+        assert event == f"  event  m-1  user: {CAT_AND_PEANUTS}"
+        assert sorted(memories) == sorted(
+            [
+                f"  memory {made['cat']}  (revoked)",  # retracted above: it goes too
+                f"  memory {made['allergy']}  fact: 用户对花生过敏 (user/allergy)",
+            ]
+        )
+        assert note == "(dry run: nothing was changed; add --yes to delete)"
+        assert dump(db) == before
+    result = amem_cli("delete", "--event", "m-1", "--json", *base)
+    assert json.loads(result.stdout)["dry_run"] is True
+    assert amem_cli("delete", "--event", "m-1", "--yes", "--dry-run", *base).returncode == 2
     assert dump(db) == before
-    result = amem_cli("delete", "--event", "m-1", *base, "--json")
+    result = amem_cli("delete", "--event", "m-1", "--yes", *base, "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["event_ids"] == ["m-1"]
     assert "m-1" not in ids(db, "events")
 
     for args, code in (
-        (["delete", "--event", "m-1"], "not_found"),
+        (["delete", "--event", "m-1", "--yes"], "erased"),  # tombstones.missing_event
+        (["delete", "--event", "m-1"], "erased"),
+        (["delete", "--event", "m-2"], "not_found"),
         (["retract", MARKER], "not_found"),
         (["correct", made["cat"], "x"], "not_found"),
     ):
@@ -742,11 +763,15 @@ def test_cli_erase_is_a_dry_run_unless_yes(tmp_path: Path) -> None:
     before = dump(db)
     result = amem_cli("erase", "--session", "old", *base)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
+    counts, *events, note = result.stdout.splitlines()
+    assert counts == (
         "default/default: would erase 3 events, 0 memories, 0 relations, 0 vectors, "
-        "3 search rows; 0 checkpoints invalidated, 0 cleared",
-        "(dry run: nothing was changed; add --yes to erase)",
-    ]
+        "3 search rows; 0 checkpoints invalidated, 0 cleared"
+    )
+    for n, line in enumerate(events):  # what would go, listed
+        assert re.fullmatch(rf"  event  evt_\w+  user: old note {n}", line), line
+    assert len(events) == 3
+    assert note == "(dry run: nothing was changed; add --yes to erase)"
     assert dump(db) == before
     result = amem_cli("erase", "--session", "old", "--yes", *base, "--json")
     assert result.returncode == 0, result.stderr
@@ -766,7 +791,7 @@ def test_cli_erase_applies_an_archives_tombstones(tmp_path: Path) -> None:
     live, restored = tmp_path / "live.db", tmp_path / "restored.db"
     cli_world(live)
     assert amem_cli("backup", "--db", str(live), str(tmp_path / "old.backup")).returncode == 0
-    assert amem_cli("delete", "--event", "m-1", "--db", str(live)).returncode == 0
+    assert amem_cli("delete", "--event", "m-1", "--yes", "--db", str(live)).returncode == 0
     assert amem_cli("export", "--db", str(live), str(tmp_path / "new.jsonl")).returncode == 0
     assert amem_cli("restore", "--db", str(restored), str(tmp_path / "old.backup")).returncode == 0
 
@@ -775,6 +800,7 @@ def test_cli_erase_applies_an_archives_tombstones(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == "1 tombstones in the archive, 1 new here"
     assert "would erase 1 events, 2 memories" in result.stdout
+    assert f"  event  m-1  user: {CAT_AND_PEANUTS}" in result.stdout.splitlines()
     assert "m-1" in ids(restored, "events")
     result = amem_cli("erase", "--tombstones-from", archive, "--yes", "--db", str(restored))
     assert result.returncode == 0, result.stderr
@@ -784,3 +810,45 @@ def test_cli_erase_applies_an_archives_tombstones(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "invalid_input" in result.stderr
+
+
+def test_cli_erase_preview_lists_what_it_would_erase(tmp_path: Path) -> None:
+    """The preview names each event and memory it would erase, with the start of its text
+    and a memory's subject/fact_key (the values --subject and --fact-key select by), the
+    first 20 of each, then how many more."""
+    db = tmp_path / "m.db"
+    long = "I moved to Hangzhou, " + "near the West Lake " * 20
+
+    async def build() -> tuple[amem.MemoryRecord, amem.MemoryRecord]:
+        async with amem.open(db, settings=amem.Settings()) as mem:
+            scope = mem.scope()
+            home = await derive(
+                scope,
+                long,
+                "User lives in Hangzhou",
+                "I moved to Hangzhou",
+                event_id="h-1",
+                subject="user",
+                fact_key="residence",
+            )
+            tea = await derive(scope, "I like tea", "User likes tea", kind="preference")
+            for n in range(25):
+                await scope.submit_event(f"old note {n}", role="user", session="old")
+            return home, tea
+
+    home, tea = anyio.run(build)
+    base = ["--db", str(db)]
+    before = dump(db)
+    out = cli_ok("erase", "--subject", "user", "--fact-key", "residence", *base).splitlines()
+    event, memory, note = out[1:]
+    assert event.startswith("  event  h-1  user: I moved to Hangzhou, near the West Lake")
+    assert len(event.removeprefix("  event  h-1  user: ")) == LINE_CHARS  # cut, as listed
+    assert event.endswith("…")
+    assert memory == f"  memory {home.id}  fact: User lives in Hangzhou (user/residence)"
+    assert note == "(dry run: nothing was changed; add --yes to erase)"
+    assert tea.id not in "\n".join(out)
+
+    out = cli_ok("erase", "--session", "old", *base).splitlines()
+    assert len(out) == 1 + 20 + 1 + 1
+    assert out[-2] == "  and 5 more events"
+    assert dump(db) == before

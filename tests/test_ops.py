@@ -9,8 +9,11 @@ aimed at.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sqlite3
+import sys
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -717,6 +720,58 @@ def test_cli_export_import_backup_restore_doctor(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "用户住在杭州" in result.stdout
+
+
+def test_cli_export_and_backup_to_stdout(tmp_path: Path) -> None:
+    """PATH '-' is stdout: the archive (or the database file) alone goes there, complete,
+    and what the command says goes to stderr; no file named '-' appears."""
+    db = tmp_path / "a.db"
+    anyio.run(open_and_populate, db)
+    amem_cli("export", "--db", db, tmp_path / "a.jsonl")
+
+    result = amem_cli("export", "-", "--db", db, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    written = (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()
+    printed = result.stdout.splitlines()
+    assert printed[1:] == written[1:]  # the header differs only in its time
+    assert json.loads(printed[0]).keys() == json.loads(written[0]).keys()
+    assert "export: 16/16" in result.stderr
+    assert "exported 16 rows to stdout" in result.stderr
+    (tmp_path / "piped.jsonl").write_bytes(result.raw)
+    assert amem_cli("import", "--db", tmp_path / "b.db", tmp_path / "piped.jsonl").returncode == 0
+    assert dump(tmp_path / "b.db") == dump_import(tmp_path, "a.jsonl")
+
+    result = amem_cli("backup", "-", "--db", db, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.raw.startswith(b"SQLite format 3\x00")
+    assert json.loads(result.stderr)["path"] == "-"
+    (tmp_path / "piped.db").write_bytes(result.raw)
+    restored = amem_cli("restore", "--db", tmp_path / "c.db", tmp_path / "piped.db", "--json")
+    assert json.loads(restored.stdout)["counts"]["memories"] == 4
+    assert not (tmp_path / "-").exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_backup_to_stdout_refuses_a_terminal() -> None:
+    """A SQLite file is no text for a terminal: `amem backup -` there is refused before
+    anything is read (`export -` to a terminal prints the JSONL)."""
+    from amem.cli.archive import stdout_bytes
+
+    class Terminal(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return True
+
+    with contextlib.redirect_stdout(Terminal(io.BytesIO(), encoding="utf-8")):
+        with pytest.raises(amem.InvalidInput, match="stdout is a terminal"):
+            stdout_bytes(terminal=False)
+        assert stdout_bytes(terminal=True) is sys.stdout.buffer
+
+
+def dump_import(folder: Path, archive: str) -> list[str]:
+    """What importing ``folder/archive`` into a new database gives (``dump``)."""
+    fresh = folder / f"{archive}.db"
+    assert amem_cli("import", "--db", fresh, folder / archive).returncode == 0
+    return dump(fresh)
 
 
 def test_cli_import_refuses_a_bad_archive(tmp_path: Path, good_archive: Path) -> None:

@@ -27,7 +27,7 @@ from .common import Command, common_options
 COMMANDS: tuple[Callable[[Command], None], ...] = (
     serve.add_commands,  # serve
     demo.add_commands,  # demo
-    events.add_commands,  # submit, recall, read, correct, retract, delete, erase
+    events.add_commands,  # submit, remember, recall, read, correct, retract, delete, erase
     personas.add_commands,  # persona show|set|history|rollback
     ingest.add_commands,  # reindex, retry, host-ingest
     archive.add_commands,  # export, import, backup, restore, doctor

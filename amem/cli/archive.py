@@ -1,31 +1,46 @@
-"""``export``, ``import``, ``backup``, ``restore`` and ``doctor``: the database as a whole."""
+"""``export``, ``import``, ``backup``, ``restore`` and ``doctor``: the database as a whole.
+
+``export -`` and ``backup -`` write to stdout: through a private temporary file, copied to
+stdout once it is complete; what they say goes to stderr then, so stdout holds the archive
+or the database file alone."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
-from .common import Command, handler, opened, progress, show
+from ..errors import InvalidInput
+from .common import Command, answer, handler, opened, progress, show
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
     from ..models import ArchiveResult, DoctorReport
+
+STDOUT = "-"
+"""The PATH of ``export`` and ``backup`` that means stdout."""
+
+Write = Callable[["Memory", str], Awaitable["ArchiveResult"]]
+"""What ``export`` or ``backup`` does: ``write(memory, path)``."""
 
 
 def add_commands(command: Command) -> None:
     for name, run, summary, text in (
         (
             "export",
-            handler(
+            writing(
                 export,
-                lambda r: f"exported {sum(r.counts.values())} rows to {r.path}: {per_table(r)}",
+                lambda r: f"exported {sum(r.counts.values())} rows to {where(r)}: {per_table(r)}",
             ),
             "write every authoritative table to a JSONL archive",
             (
                 "Write events, personas, memories, relations, checkpoints and capture cursors "
                 "from one consistent snapshot to a new JSONL archive at PATH. Never overwrites; "
-                "the file appears atomically. Vectors and the search index are left out "
-                "(they are rebuilt). Progress goes to stderr."
+                "the file appears atomically. PATH '-' writes the archive to stdout (once it "
+                "is complete; the summary then goes to stderr). Vectors and the search index "
+                "are left out (they are rebuilt). Progress goes to stderr."
             ),
         ),
         (
@@ -45,12 +60,14 @@ def add_commands(command: Command) -> None:
         ),
         (
             "backup",
-            handler(backup, lambda r: f"backed up to {r.path}"),
+            writing(backup, lambda r: f"backed up to {where(r)}"),
             "copy the database to a new file (safe while in use)",
             (
                 "Copy the database to a new file at PATH with SQLite's backup API, consistent "
                 "even while other processes write. Never overwrites; the copy is readable by "
-                "its owner only."
+                "its owner only. PATH '-' writes the copy (one self-contained SQLite file) to "
+                "stdout, which must not be a terminal: 'amem backup - | gzip > copy.db.gz'; "
+                "the summary then goes to stderr."
             ),
         ),
         (
@@ -84,16 +101,69 @@ def add_commands(command: Command) -> None:
     )
 
 
-async def export(args: argparse.Namespace, memory: Memory, _: Scope) -> ArchiveResult:
-    return await memory.export(args.path, progress=progress("export"))
+def writing(
+    write: Write, describe: Callable[[ArchiveResult], str]
+) -> Callable[[argparse.Namespace], Awaitable[int]]:
+    """The handler of ``export`` or ``backup``: ``write`` to PATH and say so; PATH ``-``:
+    to a private temporary file, then copied to stdout, the summary on stderr."""
+
+    async def run(args: argparse.Namespace) -> int:
+        if args.path != STDOUT:
+            await answer(args, lambda _, memory, __: write(memory, args.path), describe)
+            return 0
+        import tempfile
+        from contextlib import redirect_stdout
+
+        out = stdout_bytes(terminal=write is export)
+        with tempfile.TemporaryDirectory(prefix="amem-") as folder:
+            async with opened(args) as (memory, _):
+                result = await write(memory, str(Path(folder) / "out"))
+            copy_out(Path(result.path), out)
+        result = result.model_copy(update={"path": STDOUT})
+        with redirect_stdout(sys.stderr):
+            show(args, result, describe(result))
+        return 0
+
+    return run
+
+
+def stdout_bytes(*, terminal: bool) -> BinaryIO:
+    """Where a file goes for ``-``: stdout's bytes (a terminal only if ``terminal``)."""
+    out: BinaryIO | None = getattr(sys.stdout, "buffer", None)
+    if out is None:
+        raise InvalidInput("stdout takes no bytes here: give a file PATH instead of '-'")
+    if not terminal and sys.stdout.isatty():
+        raise InvalidInput(
+            "stdout is a terminal: redirect it to a file or a pipe, or give a file PATH "
+            "instead of '-'"
+        )
+    return out
+
+
+def copy_out(path: Path, out: BinaryIO) -> None:
+    """The file at ``path`` to ``out`` (stdout's bytes), after what was printed before."""
+    import shutil
+
+    sys.stdout.flush()
+    with path.open("rb") as source:
+        shutil.copyfileobj(source, out)
+    out.flush()
+
+
+def where(result: ArchiveResult) -> str:
+    return "stdout" if result.path == STDOUT else result.path
+
+
+async def export(memory: Memory, path: str) -> ArchiveResult:
+    return await memory.export(path, progress=progress("export"))
 
 
 async def import_archive(args: argparse.Namespace, memory: Memory, _: Scope) -> ArchiveResult:
     return await memory.import_archive(args.path, progress=progress("import"))
 
 
-async def backup(args: argparse.Namespace, memory: Memory, _: Scope) -> ArchiveResult:
-    return await memory.backup(args.path)
+async def backup(memory: Memory, path: str) -> ArchiveResult:
+    return await memory.backup(path)
 
 
 async def run_restore(args: argparse.Namespace) -> int:

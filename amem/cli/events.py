@@ -1,11 +1,13 @@
-"""``submit``, ``recall`` and ``read``: store a message, search, read the evidence; and the
-ways to forget: ``correct``, ``retract`` one memory, ``delete`` one message, ``erase`` many."""
+"""``submit``, ``remember``, ``recall`` and ``read``: store a message (``remember``: with one
+memory quoting it), search, read the evidence; and the ways to forget: ``correct``,
+``retract`` one memory, ``delete`` one message, ``erase`` many."""
 
 from __future__ import annotations
 
 import argparse
+from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from ..errors import InvalidInput
 from ..limits import (
@@ -16,8 +18,8 @@ from ..limits import (
     ROLES,
     SUBMITTABLE_CATEGORIES,
 )
-from .common import Command, answer, dry_run_note, handler, progress, read_text
-from .show import recall_line
+from .common import Command, dry_run_note, handler, opened, progress, read_text, show
+from .show import LINE_CHARS, PREVIEW_ITEMS, erased_event, erased_memory, preview_lines, recall_line
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -27,10 +29,17 @@ if TYPE_CHECKING:
         Erasure,
         EventReceipt,
         Evidence,
+        MemoryRecord,
         RecallResult,
         Retraction,
         TombstoneImport,
     )
+
+STATED_KINDS = ("fact", "preference", "agreement", "growth", "episode", "observation")
+"""The memory kinds a user statement may be: every kind but ``emotion``, which comes only
+from an assistant expression (``store.facts.check_basis``)."""
+KEYED_KINDS = ("fact", "preference")
+"""The kinds that take a ``fact_key`` (``store.facts.KEYED_KINDS``)."""
 
 
 def add_commands(command: Command) -> None:
@@ -48,6 +57,38 @@ def add_commands(command: Command) -> None:
     submit.add_argument("--category", default="conversation", choices=SUBMITTABLE_CATEGORIES)
     submit.add_argument(
         "--occurred-at", help="ISO-8601 with a UTC offset, or a date (default: now)"
+    )
+
+    remember = command(
+        "remember",
+        handler(remember_text, remembered_line, wait=True),
+        "store a memory in one step (what the user said, as a fact)",
+        (
+            "Store TEXT as something the user said (a user event) and one memory of it in "
+            "the same words, quoting all of it (basis user_statement), so recall finds it "
+            "at once, no extraction model needed. TEXT '-' reads it from stdin. Prints the "
+            "memory ID and the event ID. --subject with --fact-key names a single-valued "
+            "property (--subject user --fact-key residence): a newer memory with the same "
+            "key closes the older one (kinds fact and preference only). For a message an "
+            "extraction model should read, use 'amem submit'."
+        ),
+    )
+    remember.add_argument("text", metavar="TEXT", help="what the user said ('-': read stdin)")
+    remember.add_argument(
+        "--kind", default="fact", choices=STATED_KINDS, help="the memory's kind (default: fact)"
+    )
+    remember.add_argument("--subject", help="who or what it is about (e.g. user)")
+    remember.add_argument(
+        "--fact-key",
+        metavar="KEY",
+        help="with --subject: the single-valued property it sets (e.g. residence)",
+    )
+    remember.add_argument("--session", help="the event's session")
+    remember.add_argument(
+        "--occurred-at",
+        metavar="TIME",
+        help="when it was said, ISO-8601 with a UTC offset, or a date (default: now); the "
+        "memory is true from then",
     )
 
     recall = command(
@@ -134,13 +175,14 @@ def add_commands(command: Command) -> None:
 
     delete = command(
         "delete",
-        handler(delete_event, deletion_lines),
-        "erase one message and everything derived from it",
+        run_delete,
+        "erase one message and everything derived from it (a preview unless --yes)",
         (
-            "Permanently erase an event (--event), or the event a memory came from "
-            "(--memory), with every memory derived from it and its correction lineage; "
-            "the event ID can never be stored again. --dry-run prints what would go and "
-            "changes nothing. To forget one memory and keep its message, use 'amem retract'."
+            "Permanently erase an event (--event), or the whole event a memory came from "
+            "(--memory): the message, every memory derived from it (the memory's siblings "
+            "too) and its correction lineage; the event ID can never be stored again. "
+            "Without --yes it is a preview: it lists what would go and changes nothing. "
+            "To forget one memory and keep its message, use 'amem retract'."
         ),
     )
     target = delete.add_mutually_exclusive_group(required=True)
@@ -148,17 +190,22 @@ def add_commands(command: Command) -> None:
     target.add_argument(
         "--memory", dest="memory_id", metavar="ID", help="erase the event this memory came from"
     )
-    delete.add_argument("--dry-run", action="store_true", help="only show what would go")
+    how = delete.add_mutually_exclusive_group()
+    how.add_argument("--yes", action="store_true", help="erase (default: a preview)")
+    how.add_argument(
+        "--dry-run", action="store_true", help="a preview, as without --yes (kept for scripts)"
+    )
 
     erase = command(
         "erase",
         run_erase,
-        "erase many events (a dry run unless --yes)",
+        "erase many events (a preview unless --yes)",
         (
             "Permanently erase the scope's events that match every selector given, each with "
             "everything 'amem delete' would take with it, in batches (each its own "
-            "transaction; an interrupted erase can be run again). Without --yes it is a dry "
-            "run: it prints what would go and changes nothing. --tombstones-from applies "
+            "transaction; an interrupted erase can be run again). Without --yes it is a "
+            f"preview: it lists what would go (the first {PREVIEW_ITEMS} events and "
+            "memories, then how many more) and changes nothing. --tombstones-from applies "
             "the tombstones of an archive (a newer export) to the whole database instead: "
             "events they name are erased in every scope, and can never be stored again."
         ),
@@ -172,7 +219,7 @@ def add_commands(command: Command) -> None:
     erase.add_argument(
         "--tombstones-from", metavar="ARCHIVE", type=Path, help="apply an archive's tombstones"
     )
-    erase.add_argument("--yes", action="store_true", help="erase (default: a dry run)")
+    erase.add_argument("--yes", action="store_true", help="erase (default: a preview)")
 
 
 async def submit_event(args: argparse.Namespace, _: Memory, scope: Scope) -> EventReceipt:
@@ -191,6 +238,50 @@ def receipt_line(r: EventReceipt) -> str:
     return (
         f"{'already stored' if r.duplicate else 'stored'} {r.event_id} "
         f"(seq {r.seq}, {r.status}) in {r.persona}/{r.project}"
+    )
+
+
+class Remembered(TypedDict):
+    """What ``amem remember`` stored."""
+
+    memory: MemoryRecord
+    event: EventReceipt
+
+
+async def remember_text(args: argparse.Namespace, _: Memory, scope: Scope) -> Remembered:
+    """A user event saying TEXT and one memory quoting all of it (without the white space
+    around it: stdin's last newline). The draft is checked before the event is stored, so
+    a refused draft stores nothing."""
+    from ..inputs import parse_drafts
+    from ..limits import MAX_MEMORY_CHARS
+
+    said = read_text(args.text)
+    text = said.strip()
+    if len(text) > MAX_MEMORY_CHARS:
+        raise InvalidInput(
+            f"a memory holds at most {MAX_MEMORY_CHARS:,} characters; store a longer text "
+            "with 'amem submit' (an extraction model derives its memories)"
+        )
+    if args.fact_key is not None and (args.subject is None or args.kind not in KEYED_KINDS):
+        raise InvalidInput(
+            "--fact-key needs --subject, and --kind fact or preference", code="role_violation"
+        )
+    draft = {"text": text, "quote": text, "kind": args.kind, "basis": "user_statement"}
+    draft |= {"subject": args.subject, "fact_key": args.fact_key}
+    [checked] = parse_drafts([draft])
+    receipt = await scope.submit_event(
+        said, role="user", session=args.session, occurred_at=args.occurred_at
+    )
+    [memory] = await scope.add_memories(receipt.event_id, [checked])
+    return Remembered(memory=memory, event=receipt)
+
+
+def remembered_line(done: Remembered) -> str:
+    memory, receipt = done["memory"], done["event"]
+    about = "/".join(key for key in (memory.subject, memory.fact_key) if key)
+    return (
+        f"remembered {memory.id} ({memory.kind}{'; ' + about if about else ''}) from event "
+        f"{receipt.event_id} in {receipt.persona}/{receipt.project}"
     )
 
 
@@ -251,35 +342,92 @@ def retraction_line(done: Retraction) -> str:
     )
 
 
-async def delete_event(args: argparse.Namespace, _: Memory, scope: Scope) -> Deletion:
-    return await scope.delete(
-        event_id=args.event_id, memory_id=args.memory_id, dry_run=args.dry_run
-    )
+async def run_delete(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        done = await scope.delete(
+            event_id=args.event_id, memory_id=args.memory_id, dry_run=not args.yes
+        )
+        said = await previewed(args, scope, done.event_ids, done.memory_ids, done.dry_run)
+    show(args, done, deletion_lines(done, said, args.memory_id))
+    return 0
 
 
-def deletion_lines(done: Deletion) -> str:
+async def previewed(
+    args: argparse.Namespace,
+    scope: Scope,
+    event_ids: list[str],
+    memory_ids: list[str],
+    dry_run: bool,
+) -> dict[str, str]:
+    """What a preview says of the first ``PREVIEW_ITEMS`` events and memories it lists, by
+    ID (none after a real erasure, or for ``--json``): read now, from the same scope. A
+    revoked memory cannot be read: it is left out (``preview_lines`` says so)."""
+    from ..errors import NotFound
+
+    said: dict[str, str] = {}
+    if not dry_run or args.json:
+        return said
+    memories: dict[str, MemoryRecord] = {}
+    for event_id in event_ids[:PREVIEW_ITEMS]:
+        with suppress(NotFound):  # erased meanwhile
+            page = await scope.read(event_id, limit=2 * LINE_CHARS)
+            said[event_id] = erased_event(page)
+            memories |= {memory.id: memory for memory in page.memories}
+    for memory_id in memory_ids[:PREVIEW_ITEMS]:
+        if memory_id not in memories:
+            with suppress(NotFound):  # revoked
+                page = await scope.read(memory_id, limit=1)
+                if page.memory is not None:
+                    memories[memory_id] = page.memory
+        if memory_id in memories:
+            said[memory_id] = erased_memory(memories[memory_id])
+    return said
+
+
+def deletion_lines(done: Deletion, said: dict[str, str], memory_id: str | None) -> str:
+    if done.dry_run and memory_id is not None and done.event_ids:
+        head = [
+            f"memory {memory_id} came from event {done.event_ids[0]}: deleting it erases that "
+            "whole message, with every memory derived from it and its corrections (all listed "
+            "below); to forget this memory alone, use 'amem retract'"
+        ]
+    else:
+        head = []
     verb = "would erase" if done.dry_run else "erased"
     lines = [
+        *head,
         f"{verb} {len(done.event_ids)} events, {len(done.memory_ids)} memories, "
         f"{done.relations} relations, {done.vectors} vectors, {done.search_rows} search rows; "
         f"{done.checkpoints_invalidated} checkpoints invalidated, "
         f"{done.checkpoints_cleared} cleared",
-        *(f"  event  {event_id}" for event_id in done.event_ids),
-        *(f"  memory {memory_id}" for memory_id in done.memory_ids),
+        *preview_lines(
+            done.event_ids,
+            len(done.event_ids),
+            done.memory_ids,
+            len(done.memory_ids),
+            said if done.dry_run else None,
+        ),
     ]
-    return "\n".join([*lines, *dry_run_note(done.dry_run)])
+    return "\n".join([*lines, *dry_run_note(done.dry_run, "; add --yes to delete")])
 
 
 async def run_erase(args: argparse.Namespace) -> int:
     selectors = (args.session, args.since, args.until, args.subject, args.fact_key)
     if args.tombstones_from is None:
-        await answer(
-            args, erase_events, lambda e: "\n".join([erasure_line(e), *yes_note(e.dry_run)])
-        )
+        async with opened(args) as (memory, scope):
+            erased = await erase_events(args, memory, scope)
+            said = await previewed(args, scope, erased.event_ids, erased.memory_ids, erased.dry_run)
+        show(args, erased, "\n".join([*erasure_lines(erased, said), *yes_note(erased.dry_run)]))
     elif args.everything or any(value is not None for value in selectors):
         raise InvalidInput("--tombstones-from takes no other selector")
     else:
-        await answer(args, apply_tombstones, tombstone_lines)
+        async with opened(args) as (memory, _):
+            applied = await memory.import_tombstones(args.tombstones_from, dry_run=not args.yes)
+            said = {}
+            for e in applied.erasures:
+                where = memory.scope(e.persona, e.project)
+                said |= await previewed(args, where, e.event_ids, e.memory_ids, e.dry_run)
+        show(args, applied, tombstone_lines(applied, said))
     return 0
 
 
@@ -296,16 +444,18 @@ async def erase_events(args: argparse.Namespace, _: Memory, scope: Scope) -> Era
     )
 
 
-async def apply_tombstones(args: argparse.Namespace, memory: Memory, _: Scope) -> TombstoneImport:
-    return await memory.import_tombstones(args.tombstones_from, dry_run=not args.yes)
-
-
-def tombstone_lines(applied: TombstoneImport) -> str:
-    lines = [
-        f"{applied.tombstones} tombstones in the archive, {applied.new} new here",
-        *(erasure_line(e) for e in applied.erasures),
-    ]
+def tombstone_lines(applied: TombstoneImport, said: dict[str, str]) -> str:
+    lines = [f"{applied.tombstones} tombstones in the archive, {applied.new} new here"]
+    for e in applied.erasures:
+        lines += erasure_lines(e, said)
     return "\n".join([*lines, *yes_note(applied.dry_run)])
+
+
+def erasure_lines(e: Erasure, said: dict[str, str]) -> list[str]:
+    """What an erasure took, or would take: with the preview's list (``preview_lines``)."""
+    if not e.dry_run:
+        return [erasure_line(e)]
+    return [erasure_line(e), *preview_lines(e.event_ids, e.events, e.memory_ids, e.memories, said)]
 
 
 def erasure_line(e: Erasure) -> str:

@@ -27,8 +27,9 @@ READ_ONLY_COMMANDS: Final = frozenset(
     }
 )
 """Commands that only read the database. ``only_reads`` adds the read-only forms of
-commands that can also write: any ``--dry-run`` (``delete``, ``consolidate``,
-``compact-working``), ``erase`` without ``--yes`` and ``limits`` without a change."""
+commands that can also write: any ``--dry-run`` (``consolidate``, ``compact-working``),
+``delete`` and ``erase`` without ``--yes`` (their previews) and ``limits`` without a
+change."""
 
 
 def only_reads(args: argparse.Namespace) -> bool:
@@ -40,7 +41,7 @@ def only_reads(args: argparse.Namespace) -> bool:
         return True
     if command == "limits":
         return not (args.clear or args.max_events is not None or args.max_text_bytes is not None)
-    if command == "erase":
+    if command in ("delete", "erase"):
         return not args.yes
     return command in READ_ONLY_COMMANDS
 

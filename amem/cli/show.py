@@ -5,10 +5,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..models import Capacity, ListedEvent, ListedMemory, Listing, ScopeSummary, Status
+    from ..models import (
+        Capacity,
+        Evidence,
+        ListedEvent,
+        ListedMemory,
+        Listing,
+        MemoryRecord,
+        ScopeSummary,
+        Status,
+    )
 
 LINE_CHARS = 120
 """Characters of a text a listing line shows (``--json`` shows it whole)."""
+PREVIEW_ITEMS = 20
+"""Events, and memories, a preview of an erasure lists; then how many more."""
 
 
 def recall_line(item: Any) -> str:
@@ -129,3 +140,41 @@ def status_lines(status: Status) -> str:
         capacity_lines(status.capacity),
     ]
     return "\n".join(lines)
+
+
+def erased_event(page: Evidence) -> str:
+    """An event a preview lists: who said what (its start, ``one_line``), and its category
+    unless it is a conversation message."""
+    text = page.text + ("…" if page.next_offset is not None else "")
+    category = "" if page.event.category == "conversation" else f" ({page.event.category})"
+    return f"{page.event.role}{category}: {one_line(text)}"
+
+
+def erased_memory(memory: MemoryRecord) -> str:
+    """A memory a preview lists: its kind, text (``one_line``) and subject/fact_key."""
+    about = "/".join(key for key in (memory.subject, memory.fact_key) if key)
+    return f"{memory.kind}: {one_line(memory.text)}{f' ({about})' if about else ''}"
+
+
+def preview_lines(
+    event_ids: list[str],
+    events: int,
+    memory_ids: list[str],
+    memories: int,
+    said: dict[str, str] | None,
+) -> list[str]:
+    """What an erasure would take (or took), listed: the first ``PREVIEW_ITEMS`` events and
+    memories, each with its ID and what ``said`` says of it (a memory missing there was
+    revoked: it goes too; None: IDs alone, after the erasure), then how many more there
+    are of each (``events``, ``memories``)."""
+    lines = []
+    for label, ids, total, unread in (
+        ("event ", event_ids, events, ""),
+        ("memory", memory_ids, memories, "(revoked)"),
+    ):
+        for item in ids[:PREVIEW_ITEMS]:
+            shown = "" if said is None else said.get(item, unread)
+            lines.append(f"  {label} {item}  {shown}".rstrip())
+        if total > PREVIEW_ITEMS:
+            lines.append(f"  and {total - PREVIEW_ITEMS:,} more {label.strip()}s")
+    return lines

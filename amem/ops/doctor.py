@@ -79,8 +79,8 @@ REPAIR_HINT = f"{RESTORE_HINT}, or repair or delete the named row with the sqlit
 REIMPORT_HINT = "export what is readable (`amem export`) and import it into a new file"
 RECOUNT_HINT = "run `amem doctor --rebuild-index` (also counts every scope's usage anew)"
 ORPHAN_HINT = (
-    "erase what is left with `amem delete --event-id ID` (a correction event) or "
-    f"`amem delete --memory-id ID` (a memory, with its source event), or {RESTORE_HINT}"
+    "erase what is left with `amem delete --event ID --yes` (a correction event) or "
+    f"`amem delete --memory ID --yes` (a memory, with its source event), or {RESTORE_HINT}"
 )
 ORPHANS = (
     (
