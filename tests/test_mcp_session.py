@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from helpers import clean_env
 
 from amem.server import session
 from amem.server.session import Tools
@@ -121,3 +125,25 @@ async def test_a_backend_that_fails_to_open_ends_the_session_with_its_error(
     assert (await pipes.answer())["id"] == 1
     for fd in (pipes.wire_read, pipes.wire_write, pipes.stdin_read, pipes.stdin_write):
         os.close(fd)
+
+
+@pytest.mark.parametrize("greeted", [False, True])
+def test_serve_with_bad_settings_says_why_and_exits_1_before_or_after_initialize(
+    tmp_path: Path, greeted: bool
+) -> None:
+    """The settings are read once initialize is answered: their error is still the
+    command's one line, whether the client got that far or not."""
+    stdin = request(1, "initialize", protocolVersion="2025-06-18") + b"\n" if greeted else b""
+    result = subprocess.run(
+        [sys.executable, "-m", "amem", "serve", "--db", str(tmp_path / "m.db")],
+        input=stdin,
+        capture_output=True,
+        env=clean_env({"AMEM_READERS": "many"}),
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.decode().startswith("amem: error: invalid_config: AMEM_* settings: ")
+    assert b"Traceback" not in result.stderr
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [answer["id"] for answer in answers] == ([1] if greeted else [])
+    assert not (tmp_path / "m.db").exists()

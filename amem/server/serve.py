@@ -39,10 +39,13 @@ async def serve(configure: Configure) -> None:
     wire = protect_stdout()
     try:
         await session.serve(SERVER, partial(tools, configure), sys.stdin.fileno(), wire.fileno())
-    except BaseExceptionGroup as group:  # the task group's: one failure, raised as itself
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
+    except BaseExceptionGroup as group:  # task groups' (nested): one failure, as itself
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if isinstance(error, BaseExceptionGroup):
+            raise
+        raise error from None
 
 
 @asynccontextmanager
