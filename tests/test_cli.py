@@ -141,7 +141,7 @@ HELP = {
     "status": ["capacity", "limits", "WAL", "free pages"],
     "limits": ["--max-events", "--max-text-bytes", "--clear", "none", "capacity_exceeded"],
     "pin": ["MEMORY_ID", "--unpin", "working note"],
-    "consolidate": ["--dry-run", "expired", "AMEM_PROMOTE_AFTER", "background"],
+    "consolidate": ["--yes", "--dry-run", "preview", "expired", "AMEM_PROMOTE_AFTER", "background"],
     "compact-working": ["SESSION", "--keep", "--dry-run", "episodic", "word for word"],
 }
 

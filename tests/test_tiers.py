@@ -615,7 +615,9 @@ def test_cli_pin_consolidate_and_compact_working(tmp_path: Path) -> None:
         consolidated.splitlines()[0]
         == "would delete 0 expired working notes, would promote 0 memories"
     )
-    done = json.loads(cli_ok("consolidate", *db, "--json"))
+    previewed = json.loads(cli_ok("consolidate", *db, "--json"))  # a preview unless --yes
+    assert previewed["dry_run"] is True
+    done = json.loads(cli_ok("consolidate", "--yes", *db, "--json"))
     assert (done["dry_run"], done["deleted"], done["promotions"]) == (False, [], [])
     bad = amem_cli("pin", "mem_nope", *db)
     assert bad.returncode == 1

@@ -27,8 +27,8 @@ READ_ONLY_COMMANDS: Final = frozenset(
     }
 )
 """Commands that only read the database. ``only_reads`` adds the read-only forms of
-commands that can also write: any ``--dry-run`` (``consolidate``, ``compact-working``),
-``delete`` and ``erase`` without ``--yes`` (their previews) and ``limits`` without a
+commands that can also write: any ``--dry-run`` (``compact-working``), ``delete``,
+``erase`` and ``consolidate`` without ``--yes`` (their previews) and ``limits`` without a
 change."""
 
 
@@ -41,7 +41,7 @@ def only_reads(args: argparse.Namespace) -> bool:
         return True
     if command == "limits":
         return not (args.clear or args.max_events is not None or args.max_text_bytes is not None)
-    if command in ("delete", "erase"):
+    if command in ("delete", "erase", "consolidate"):
         return not args.yes
     return command in READ_ONLY_COMMANDS
 

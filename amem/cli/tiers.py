@@ -30,16 +30,21 @@ def add_commands(command: Command) -> None:
     consolidate = command(
         "consolidate",
         handler(consolidate_tiers, consolidation_lines),
-        "apply working-note TTLs and promotions now",
+        "apply working-note TTLs and promotions now (a preview unless --yes)",
         (
             "Delete the scope's expired, unpinned working notes for good (their source events "
             "stay; a corrected note goes with the versions it corrected), promote pinned "
             "expired ones to episodic, and move often restated memories up a tier "
             "(AMEM_PROMOTE_AFTER distinct events), in one transaction. Nothing does this in "
-            "the background. --dry-run prints what it would do."
+            "the background: run 'amem consolidate --yes' from cron or after a session. "
+            "Without --yes it is a preview: it lists what would change and changes nothing."
         ),
     )
-    consolidate.add_argument("--dry-run", action="store_true", help="only show what would change")
+    how = consolidate.add_mutually_exclusive_group()
+    how.add_argument("--yes", action="store_true", help="apply (default: a preview)")
+    how.add_argument(
+        "--dry-run", action="store_true", help="a preview, as without --yes (kept for scripts)"
+    )
 
     compact = command(
         "compact-working",
@@ -73,7 +78,7 @@ def pin_line(memory: MemoryRecord) -> str:
 
 
 async def consolidate_tiers(args: argparse.Namespace, _: Memory, scope: Scope) -> Consolidation:
-    return await scope.consolidate(dry_run=args.dry_run)
+    return await scope.consolidate(dry_run=not args.yes)
 
 
 def consolidation_lines(done: Consolidation) -> str:
@@ -84,7 +89,7 @@ def consolidation_lines(done: Consolidation) -> str:
         *(f"  deleted  {memory_id}" for memory_id in done.deleted),
         *(f"  promoted {p.id} {p.from_tier} -> {p.to_tier}" for p in done.promotions),
     ]
-    return "\n".join([*lines, *dry_run_note(done.dry_run)])
+    return "\n".join([*lines, *dry_run_note(done.dry_run, "; add --yes to apply it")])
 
 
 async def compact_notes(args: argparse.Namespace, _: Memory, scope: Scope) -> Compaction:
