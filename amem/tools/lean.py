@@ -84,6 +84,7 @@ RECALL_SHOWN = frozenset(
         "gist",
         "coarse_time",
         "raw_fallback",
+        "corrected_by",
         "truncated",
         "pinned",
     }
