@@ -982,7 +982,8 @@ class Scope:
     ) -> Correction:
         """Replace a mistaken memory with ``text`` (for errors; submit changes as events).
 
-        Creates a correction event, revokes the mistaken memory for good, derives the
+        Creates a correction event (role ``system``: the host amends the record), revokes
+        the mistaken memory for good (the old message stays findable as history), derives the
         corrected one (keeping the old start unless ``valid_at`` is given), links them with
         a ``corrects`` relation carrying ``reason``, marks the old source event ``amended``
         and invalidates the scope's checkpoints.

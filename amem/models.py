@@ -287,7 +287,8 @@ class RecallItem(Record):
     valid_at: datetime | None
     invalid_at: datetime | None
     expired: bool
-    """True for a fact that was no longer true at ``as_of`` (only with ``include_history``)."""
+    """True for a fact that was no longer true at ``as_of``, or an original message whose
+    memory was corrected (``corrected_by``); only with ``include_history``."""
     source_event_id: str
     occurred_at: datetime
     role: Role
@@ -304,7 +305,11 @@ class RecallItem(Record):
     coarse_time: str | None = None
     """A coarsened time label (e.g. "2010s") for old episodes; None when exact."""
     raw_fallback: bool = False
-    """True when this is an original event with no derived memory, not a memory."""
+    """True when this is an original event, not a memory: one with no derived memory, or
+    (only with ``include_history``) one whose memory was corrected (``corrected_by``)."""
+    corrected_by: list[str] = []
+    """For an original event recalled as history: the memories that corrected what was
+    derived from it (it is ``expired``: what was said, then corrected)."""
     truncated: bool = False
     tier: MemoryTier | None = None
     """The memory's tier; None for a raw fallback event."""

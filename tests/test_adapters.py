@@ -91,15 +91,39 @@ async def test_plain_messages_are_searchable_and_other_items_archived(scope: ame
     assert hits.items[0].role == "user"
     listed = await scope.list("events", session="chat-1", limit=100)
     roles = [(e.role, e.category) for e in reversed(listed.items)]  # type: ignore[union-attr]
-    assert roles[:7] == [
+    assert roles[:8] == [
         ("system", "conversation"),
         ("user", "conversation"),
-        ("assistant", "reference"),
+        ("assistant", "reference"),  # the output message as it was, for get_items
+        ("assistant", "conversation"),  # and its text, said by the assistant
         ("assistant", "reference"),
         ("tool", "reference"),
         ("assistant", "reference"),
         ("system", "reference"),
     ]
+
+
+async def test_an_assistant_reply_is_searchable_as_what_it_said(scope: amem.Scope) -> None:
+    session = AmemSession(scope, "chat-1")
+    reply = OUTPUT_MESSAGE | {
+        "content": [
+            {"type": "output_text", "text": "I recommend the Longjing tea.", "annotations": []},
+            {"type": "output_text", "text": "Try it at West Lake.", "annotations": []},
+        ]
+    }
+    await session.add_items([{"role": "user", "content": "What should I drink?"}, reply])
+    [hit] = (await scope.recall("recommend")).items
+    assert (hit.text, hit.role, hit.raw_fallback) == (
+        "I recommend the Longjing tea.\nTry it at West Lake.",
+        "assistant",
+        True,
+    )
+    assert not any("{" in item.text for item in (await scope.recall("Longjing tea")).items)
+    assert await session.get_items() == [{"role": "user", "content": "What should I drink?"}, reply]
+    assert await session.get_items(limit=1) == [reply]
+    assert await session.pop_item() == reply  # the item goes with the text said
+    assert (await scope.recall("recommend")).items == []
+    assert (await scope.list("events", session="chat-1")).total == 1
 
 
 async def test_long_items_come_back_whole(scope: amem.Scope) -> None:
@@ -217,6 +241,23 @@ async def test_an_agent_run_remembers_the_conversation(scope: amem.Scope) -> Non
     assert model.inputs[1] == history[:3]  # the second turn saw the first, read back from amem
     assert [item.get("role") for item in history] == ["user", "assistant", "user", "assistant"]
     assert [item.text for item in (await scope.recall("杭州")).items] == ["我搬到杭州了"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the SDK's Runner is asyncio-only
+async def test_what_an_agent_recommended_is_recalled_later(scope: amem.Scope) -> None:
+    model = ScriptedModel("I recommend the Longjing tea at West Lake.", "Enjoy!")
+    agent = Agent(name="helper", instructions="Be brief.", model=model)
+    session = AmemSession(scope, "chat-1")
+    config = RunConfig(tracing_disabled=True)
+    await Runner.run(agent, "What should I drink in Hangzhou?", session=session, run_config=config)
+    items = await session.get_items()
+    await Runner.run(agent, "Thanks", session=session, run_config=config)
+    assert model.inputs[1][:2] == items  # the reply came back to the model as it was
+    assert (await session.get_items())[:2] == items
+    hits = (await scope.recall("what did you recommend")).items
+    assert [(item.text, item.role) for item in hits] == [
+        ("I recommend the Longjing tea at West Lake.", "assistant")
+    ]
 
 
 # --- LangGraph: BaseStore ----------------------------------------------------------------

@@ -32,9 +32,10 @@ async def test_correction_replaces_the_mistaken_memory(scope: amem.Scope) -> Non
     )
     assert new.valid_at == wrong.valid_at  # an omitted valid_at keeps the old start
     source = await scope.read(fixed.correction_event_id)
+    # the host corrects the record: no one said these words in the conversation
     assert (source.event.category, source.event.role, source.event.session) == (
         "correction",
-        "user",
+        "system",
         "s",
     )
     assert source.text == "User lives in Hangzhou"
@@ -78,3 +79,36 @@ async def test_a_revoked_memory_never_comes_back(scope: amem.Scope) -> None:
     assert (await scope.read("e-1")).memories == []
     receipt = await scope.submit_event("I live in Suzhou", role="user", event_id="e-1", session="s")
     assert receipt.memory_ids == []
+
+
+async def test_a_corrected_message_is_found_as_history(scope: amem.Scope) -> None:
+    wrong = await remember(
+        scope,
+        "e-1",
+        "I have a cat named Mochi",
+        "a cat named Mochi",
+        subject="user",
+        fact_key="pet",
+    )
+    fixed = await scope.correct(wrong.id, "User has a cat named Mocha", reason="misspelt")
+    assert (await scope.recall("Mochi", as_of=SEP)).items == []
+    [said] = (await scope.recall("Mochi", as_of=SEP, include_history=True)).items
+    assert (said.id, said.text, said.role, said.expired, said.raw_fallback) == (
+        "e-1",
+        "I have a cat named Mochi",
+        "user",
+        True,
+        True,
+    )
+    assert said.corrected_by == [fixed.memory.id]
+    assert [i.id for i in (await scope.recall("cat named", as_of=SEP)).items] == [fixed.memory.id]
+    history = await scope.recall("cat named", as_of=SEP, include_history=True)
+    assert [i.id for i in history.items] == [fixed.memory.id, "e-1"]  # the correction first
+    assert [i.expired for i in history.items] == [False, True]
+
+
+async def test_a_retracted_message_is_no_history(scope: amem.Scope) -> None:
+    wrong = await remember(scope, "e-1", "I have a cat named Mochi", "a cat named Mochi")
+    await scope.retract(wrong.id)
+    for history in (False, True):
+        assert (await scope.recall("Mochi", as_of=SEP, include_history=history)).items == []

@@ -132,6 +132,7 @@ class Fact:
     order: int  # insertion order, the tie-break between equal starts
     lineage: int  # the original fact and all its corrections share one
     revoked: bool = False
+    said: tuple[str, datetime] | None = None  # an added fact's message and when it was said
 
 
 @dataclass
@@ -187,12 +188,15 @@ class Model:
 
     def recall(
         self, as_of: datetime, history: bool
-    ) -> dict[str, tuple[str, datetime, datetime | None, bool]]:
-        found = {}
+    ) -> dict[str, tuple[str, datetime | None, datetime | None, bool]]:
+        found: dict[str, tuple[str, datetime | None, datetime | None, bool]] = {}
         for fact in self.live():
             expired = fact.end is not None and fact.end <= as_of
             if fact.start <= as_of and (history or not expired):
                 found[fact.id] = (fact.text, fact.start, fact.end, expired)
+        for fact in self.revoked():  # a corrected message is history: what was said then
+            if history and fact.said is not None and fact.said[1] <= as_of:
+                found[fact.event_id] = (fact.said[0], None, None, True)
         return found
 
 
@@ -202,9 +206,8 @@ async def apply(scope: amem.Scope, model: Model, op: Op, step: int) -> str:
         start = STARTS[op.start]
         end = None if op.halves is None else start + op.halves * HALF_DAY
         said = f"residence is city{step}"
-        receipt = await scope.submit_event(
-            f"Since then my {said}, just so you know.", role="user", occurred_at=start
-        )
+        message = f"Since then my {said}, just so you know."
+        receipt = await scope.submit_event(message, role="user", occurred_at=start)
         draft = amem.MemoryDraft(
             text=f"User {said}",
             quote=said,
@@ -219,6 +222,7 @@ async def apply(scope: amem.Scope, model: Model, op: Op, step: int) -> str:
         if end is not None:
             event("insert: explicit end")
         fact = model.insert(record.id, receipt.event_id, record.text, start, end, step)
+        fact.said = (message, start)
         assert (record.valid_at, record.invalid_at) == (fact.start, fact.end)
         return f"added {record.id} [{fact.start}, {fact.end})"
     if isinstance(op, Correct):

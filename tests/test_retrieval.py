@@ -538,14 +538,20 @@ async def test_an_event_with_derived_memories_is_not_returned_raw(scope: amem.Sc
         ("我住在北京", "用户住在北京", "北京", "用户住在上海", "北京"),
     ],
 )
-async def test_a_corrected_fact_never_comes_back_through_raw_text(
+async def test_a_corrected_fact_comes_back_through_raw_text_only_as_history(
     scope: amem.Scope, event: str, text: str, quote: str, fixed: str, old_word: str
 ) -> None:
     wrong = await derive(scope, event, text, quote, subject="user", fact_key="residence")
-    await scope.correct(wrong.id, fixed)
-    for history in (False, True):
-        result = await scope.recall(old_word, as_of=AS_OF, include_history=history)
-        assert result.items == []
+    done = await scope.correct(wrong.id, fixed)
+    assert (await scope.recall(old_word, as_of=AS_OF)).items == []
+    [said] = (await scope.recall(old_word, as_of=AS_OF, include_history=True)).items
+    assert (said.id, said.text, said.expired, said.raw_fallback, said.corrected_by) == (
+        wrong.event_id,
+        event,
+        True,
+        True,
+        [done.memory.id],
+    )
 
 
 async def paris_and_jazz(
@@ -570,10 +576,12 @@ async def test_a_sibling_of_a_corrected_fact_does_not_bring_back_its_wording(
 ) -> None:
     paris, _ = await paris_and_jazz(scope, "live in Paris", "like jazz")
     await scope.correct(paris.id, "User lives in Parma")
-    for history in (False, True):
-        result = await scope.recall("Paris", as_of=AS_OF, include_history=history)
-        assert not any("Paris" in item.text for item in result.items)
-        assert not any(item.raw_fallback for item in result.items)
+    result = await scope.recall("Paris", as_of=AS_OF)
+    assert not any("Paris" in item.text for item in result.items)
+    assert not any(item.raw_fallback for item in result.items)
+    # as history, the message is what was said then: itself, expired, not its sibling
+    history = await scope.recall("Paris", as_of=AS_OF, include_history=True)
+    assert [(i.id, i.expired) for i in history.items] == [(paris.event_id, True)]
 
 
 @pytest.mark.parametrize(

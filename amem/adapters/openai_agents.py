@@ -8,14 +8,22 @@ whose ``session`` is ``session_id``, in the order added:
   ``conversation``: found by ``recall`` and a source of memories, like any chat turn;
 - every other item (the model's output messages, tool calls and their outputs, reasoning)
   as its JSON, category ``reference``: archived, neither searched nor extracted, with the
-  role of whoever produced it.
+  role of whoever produced it;
+- and what an assistant's output message says (its ``output_text`` and ``refusal`` parts,
+  one per line) once more, right after its JSON, as plain text with role ``assistant``,
+  category ``conversation``: the reply is found by ``recall`` ("what did you recommend?")
+  and is a source of memories, like any chat turn, while the JSON keeps the item exact.
+  This event is the item's *text* (its ID is the item's with ``TEXT_SUFFIX``), not an
+  item of its own.
 
-``get_items`` decodes them back, so it returns exactly what was added. ``pop_item`` and
-``clear_session`` erase for good, as ``Scope.delete`` and ``Scope.erase`` do.
+``get_items`` decodes the items back, so it returns exactly what was added. ``pop_item``
+and ``clear_session`` erase for good, as ``Scope.delete`` and ``Scope.erase`` do (an
+item's text goes with it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from typing import Any, cast
@@ -41,6 +49,10 @@ MESSAGE_ROLES = ("user", "assistant", "system")
 ITEM_CATEGORIES = ("conversation", "reference")
 """Event categories that hold items; a correction event in the session is not one."""
 ITEM_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+TEXT_SUFFIX = ".text"
+"""An item's text event has the item event's ID with this suffix (``oai_<hex>.text``)."""
+SAID_PARTS = {"output_text": "text", "refusal": "refusal"}
+"""The parts of an output message that say something, and the field holding what."""
 
 
 class AmemSession:
@@ -80,7 +92,7 @@ class AmemSession:
         ``amem.InvalidInput``)."""
         if not items:
             return
-        entries = [self._entry(item) for item in items]
+        entries = [entry for item in items for entry in self._entries(item)]
         while True:  # the cursor only orders writers: whoever lost the race resends
             cursor = await self.scope.capture_cursor(CAPTURE_INSTANCE)
             try:
@@ -105,6 +117,9 @@ class AmemSession:
                 await self.scope.delete(event_id=event_id)
             except amem.NotFound:  # a concurrent pop took it: pop the next one
                 continue
+            if said_text(cast(dict[str, Any], item)) is not None:
+                with contextlib.suppress(amem.NotFound):  # only one pop took the item
+                    await self.scope.delete(event_id=event_id + TEXT_SUFFIX)
             return item
 
     async def clear_session(self) -> None:
@@ -112,18 +127,23 @@ class AmemSession:
         ``Scope.erase(session=...)`` does."""
         await self.scope.erase(session=self.session_id)
 
-    def _entry(self, item: TResponseInputItem) -> dict[str, Any]:
-        """The ``host_ingest`` entry that stores ``item`` so ``decode`` gives it back."""
-        entry = {
-            "event_id": f"oai_{uuid.uuid4().hex}",
-            "session": self.session_id,
-            "source": SOURCE,
-        }
+    def _entries(self, item: TResponseInputItem) -> list[dict[str, Any]]:
+        """The ``host_ingest`` entries that store ``item`` so ``decode`` gives it back:
+        one, and for an assistant's output message a second with what it says."""
+        event_id = f"oai_{uuid.uuid4().hex}"
+        entry = {"event_id": event_id, "session": self.session_id, "source": SOURCE}
         fields = cast(dict[str, Any], item)
         if is_plain_message(fields):
-            return entry | {"text": fields["content"], "role": fields["role"]}
+            return [entry | {"text": fields["content"], "role": fields["role"]}]
         text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
-        return entry | {"text": text, "role": item_role(fields), "category": "reference"}
+        stored = entry | {"text": text, "role": item_role(fields), "category": "reference"}
+        said = said_text(fields)
+        if said is None:
+            return [stored]
+        return [
+            stored,
+            entry | {"event_id": event_id + TEXT_SUFFIX, "text": said, "role": "assistant"},
+        ]
 
     async def _newest_items(self, count: int | None) -> list[tuple[str, TResponseInputItem]]:
         """Up to ``count`` (None: every) items of the session, newest first, with their
@@ -136,7 +156,7 @@ class AmemSession:
                 "events", session=self.session_id, cursor=cursor, limit=most
             )
             for event in cast(list[amem.ListedEvent], page.items):
-                if event.category in ITEM_CATEGORIES:
+                if event.category in ITEM_CATEGORIES and not is_text_of_item(event):
                     text = await self._whole_text(event) if event.truncated else event.text
                     found.append((event.id, decode(event.category, event.role, text)))
             if page.next_cursor is None or len(found) == count:
@@ -162,6 +182,35 @@ def is_plain_message(item: dict[str, Any]) -> bool:
         and isinstance(content, str)
         and content.strip() != ""
         and "\x00" not in content
+    )
+
+
+def said_text(item: dict[str, Any]) -> str | None:
+    """What an assistant's output message says, its parts one per line; None for any
+    other item, or one that says nothing amem can keep as text."""
+    content = item.get("content")
+    if item.get("role") != "assistant" or not isinstance(content, list):
+        return None
+    if item.get("type", "message") != "message":
+        return None
+    said = [
+        part[SAID_PARTS[part["type"]]]
+        for part in content
+        if isinstance(part, dict)
+        and part.get("type") in SAID_PARTS
+        and isinstance(part.get(SAID_PARTS[part["type"]]), str)
+    ]
+    text = "\n".join(said)
+    return text if text.strip() and "\x00" not in text else None
+
+
+def is_text_of_item(event: amem.ListedEvent) -> bool:
+    """Whether ``event`` holds the text of the item stored just before it."""
+    return (
+        event.category == "conversation"
+        and event.role == "assistant"
+        and event.id.startswith("oai_")
+        and event.id.endswith(TEXT_SUFFIX)
     )
 
 

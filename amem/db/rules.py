@@ -19,3 +19,25 @@ SAID_AS_OF = f"e.category = 'conversation' and {EVENT_AS_OF}"
 """A conversation event ``e`` that shows what was said at ``:as_of``, as itself: the
 session's recent events in a context pack, and a recall's raw fallback (which also asks
 that nothing stands derived from it and that extraction has not run on it)."""
+
+CORRECTED_EVENT = """e.status = 'amended' and exists (
+    select 1 from memories c join relations r on r.to_id = c.id and r.kind = 'corrects'
+    where c.event_id = e.id
+) and not exists (
+    select 1 from memories c where c.event_id = e.id and c.revoked_at is not null
+    and not exists (select 1 from relations r where r.to_id = c.id and r.kind = 'corrects')
+)"""
+"""An amended event ``e`` that was corrected, and only corrected: a memory derived from it
+was corrected, and none was retracted (or otherwise revoked): "forget that" stays forgotten."""
+
+SAID_THEN_CORRECTED = f"""
+(:history and e.category = 'conversation' and e.occurred_at <= :as_of and {CORRECTED_EVENT})
+"""
+"""A conversation event ``e`` that recall's ``include_history`` (the parameter ``:history``)
+shows as history: what was said by ``:as_of``, and then corrected (``CORRECTED_EVENT``)."""
+
+CORRECTED_BY = """(
+    select group_concat(r.from_id, ' ') from memories c
+    join relations r on r.to_id = c.id and r.kind = 'corrects' where c.event_id = e.id
+)"""
+"""The memories that corrected those derived from the event ``e``, space-separated."""

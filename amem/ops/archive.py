@@ -467,7 +467,9 @@ def check_memory(conn: sqlite3.Connection, memory: MemoryRow, where: str) -> Non
     if category in ("reference", "persona"):
         raise BadRow(f"{where}: derived from an archived reference or persona event")
     expected = {"user_statement": "user", "assistant_expression": "assistant"}.get(memory.basis)
-    if expected is not None and role != expected:
+    # a correction's event is the host's (role system, or the speaker's in older files): its
+    # memory keeps the basis of the memory it corrects, checked when that one was derived
+    if expected is not None and role != expected and category != "correction":
         raise BadRow(f"{where}: its basis does not fit its event's role")
     if memory.basis == "inference" and (memory.fact_key is not None or memory.kind == "growth"):
         raise BadRow(f"{where}: an inference with a fact key or as growth")

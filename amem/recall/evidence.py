@@ -9,7 +9,7 @@ from enum import Enum
 from typing import NamedTuple
 
 from ..db import in_lists
-from ..db.rules import CURRENT_MEMORY, SAID_AS_OF
+from ..db.rules import CORRECTED_BY, CURRENT_MEMORY, SAID_AS_OF, SAID_THEN_CORRECTED
 from ..models import Basis, MemoryKind, MemoryTier, Role
 from .query import Eligibility
 from .tuning import RAW_CHARS, SOURCE_EVENT_DISCOUNT
@@ -40,7 +40,8 @@ class RecalledMemory(NamedTuple):
 
 
 class RawEvent(NamedTuple):
-    """A matching conversation event with no derived memory, recalled as itself."""
+    """A matching conversation event with no derived memory, recalled as itself; or, with
+    ``include_history``, one whose memory was corrected (``corrected_by``)."""
 
     id: str
     text: str
@@ -48,6 +49,8 @@ class RawEvent(NamedTuple):
     length: int
     occurred_at: str
     role: Role
+    corrected_by: tuple[str, ...] = ()
+    """The memories that corrected what was derived from it: it is history."""
 
 
 RECALLED_COLUMNS = """
@@ -67,7 +70,8 @@ where m.event_id in ({{ids}}) and {{eligible}}
 """
 
 
-# Matched events: amended ones are no key to anything; derived ones lead to their
+# Matched events: amended ones are no key to anything (with include_history, one that was
+# corrected comes back as itself: what was said, then corrected); derived ones lead to their
 # memories; the rest are raw fallback if they are conversation said by as_of that
 # extraction has not run on (extracted and nothing stands: nothing worth keeping).
 # Events the caller left out (``Eligibility.event_exclusion``) are neither.
@@ -75,7 +79,8 @@ SELECT_EVENTS = f"""
 select id, status,
     exists (select 1 from memories m where m.event_id = e.id and {CURRENT_MEMORY}),
     {SAID_AS_OF} and e.status != 'extracted',
-    substr(text, 1, :cap), length(text), occurred_at, role
+    substr(text, 1, :cap), length(text), occurred_at, role,
+    case when {SAID_THEN_CORRECTED} then {CORRECTED_BY} end
 from events e where id in ({{ids}}) {{exclude}}
 """
 
@@ -172,7 +177,8 @@ def add_events(
     """Matched events (by ID: their score): their current memories, with ``derived_share``
     of it, or the events themselves as raw fallback.
 
-    An amended event's words were corrected: they are no key to anything.
+    An amended event's words were corrected or retracted: they are no key to anything.
+    With ``include_history``, a corrected one comes back as itself, as history.
     """
     if not scores:
         return
@@ -180,10 +186,22 @@ def add_events(
     query = where.params() | {"cap": RAW_CHARS} | values
     sql = SELECT_EVENTS.format(ids=ids, exclude=where.event_exclusion("e.id", "e.seq"))
     derived = {}
-    for event_id, status, has_memories, fallback, text, length, occurred_at, role in conn.execute(
-        sql, query
-    ).fetchall():
+    for (
+        event_id,
+        status,
+        has_memories,
+        fallback,
+        text,
+        length,
+        occurred_at,
+        role,
+        corrected_by,
+    ) in conn.execute(sql, query).fetchall():
         if status == "amended":
+            if corrected_by and not where.kinds:  # said, then corrected: history
+                said = (event_id, text, length, occurred_at, role)
+                raw = RawEvent(*said, tuple(corrected_by.split()))
+                found.setdefault(event_id, Candidate(raw)).support(kind, scores[event_id])
             continue
         if has_memories:
             derived[event_id] = scores[event_id] * derived_share

@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from typing import NamedTuple
 
 from ..db.in_lists import marks
-from ..db.rules import CURRENT_MEMORY, EVENT_AS_OF
+from ..db.rules import CURRENT_MEMORY, EVENT_AS_OF, SAID_THEN_CORRECTED
 from ..search.index import average_length, varints
 from ..search.text import clause_tokens, literal, phrase_tokens, scope_token
 from ..store.facts import valid_as_of
@@ -61,7 +61,7 @@ where case d.doc_kind
         select 1 from memories m where m.id = d.ref and {CURRENT_MEMORY}
         and {valid_as_of(history=True)})
     else exists (
-        select 1 from events e where e.id = d.ref and {EVENT_AS_OF})
+        select 1 from events e where e.id = d.ref and ({EVENT_AS_OF} or {SAID_THEN_CORRECTED}))
 end
 limit :per_term
 """

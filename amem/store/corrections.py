@@ -1,11 +1,14 @@
 """Correcting a mistaken memory: for errors, not for changes (submit those as events).
 
-One transaction: a new ``correction`` event carries the corrected text; the mistaken
-memory is revoked (and leaves the search index and vector cache, so no read path can
-return it); a new memory with the corrected text is derived from the correction event
-through the normal validation path; a ``corrects`` relation keeps the lineage for audit;
-the mistaken memory's source event is marked ``amended``; the scope's checkpoints are
-invalidated. An omitted ``valid_at`` keeps the mistaken memory's start and its place
+One transaction: a new ``correction`` event carries the corrected text (role ``system``:
+the host amends the record; no one said it in the conversation); the mistaken memory is
+revoked (and leaves the search index and vector cache, so no read path can return it); a
+new memory with the corrected text is derived from the correction event through the
+normal validation path, its basis rules judged for the speaker the mistaken memory stood
+for (``SPEAKER``: a user-stated fact stays user-stated); a ``corrects`` relation keeps the
+lineage for audit; the mistaken memory's source event is marked ``amended`` (with
+``include_history``, recall shows it as what was said, then corrected); the scope's
+checkpoints are invalidated. An omitted ``valid_at`` keeps the mistaken memory's start and its place
 among facts with the same start, so a correction never changes which value is current.
 """
 
@@ -24,6 +27,10 @@ from .retraction import revoke
 
 CARRY_PLACEMENT = "update memories set pinned = ?, expires_at = ? where id = ?"
 """The corrected memory keeps the mistaken one's pin and TTL (a fix is no new note)."""
+SPEAKER = {"user_statement": "user", "assistant_expression": "assistant"}
+"""Whose words a memory of this basis stands for (the role its source event had to have;
+an inference: the source's own role). A correction's memory keeps the mistaken one's
+basis, and the authority it was derived with, though its event is the host's."""
 MARK_AMENDED = "update events set status = 'amended' where id = ?"
 
 
@@ -49,7 +56,7 @@ def correct(
             persona,
             project,
             source.session,
-            source.role,
+            "system",
             "correction",
             "correction",
             text,
@@ -80,6 +87,7 @@ def correct(
         now,
         working_ttl=working_ttl,
         chain_order=order,
+        speaker=SPEAKER.get(old.basis, source.role),
     )
     expires_at = None if old.expires_at is None else db_time(old.expires_at)
     conn.execute(CARRY_PLACEMENT, (int(old.pinned), expires_at, new.id))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -121,6 +121,7 @@ def derive_memories(
     *,
     working_ttl: timedelta,
     chain_order: int | None = None,
+    speaker: str | None = None,
 ) -> list[MemoryRecord]:
     """Validate every draft against its source event, then store them all (or none).
 
@@ -131,9 +132,15 @@ def derive_memories(
     after its equals. A memory that takes the scope past one of its limits refuses the
     batch (``capacity_exceeded``, ``store.capacity``). A working note expires
     ``working_ttl`` after ``now``.
+
+    ``speaker`` is the role whose words the drafts stand for, when that is not the event's
+    own: a correction event (role ``system``: the host amends the record; no one says it
+    in the conversation) restates what the mistaken memory stood for, so its basis rules
+    are judged as that memory's were.
     """
     event = load_event(conn, persona, project, event_id)
-    valid = [validate(event, draft, f"memories[{n}]") for n, draft in enumerate(drafts)]
+    judged = event if speaker is None else replace(event, role=speaker)
+    valid = [validate(judged, draft, f"memories[{n}]") for n, draft in enumerate(drafts)]
     expires_at = db_time(from_db_time(now) + working_ttl)
     records = [
         insert_memory(conn, event, memory, tokens, now, expires_at, chain_order)

@@ -94,6 +94,7 @@ RECALL_SHOWN = frozenset(
         "gist",
         "coarse_time",
         "raw_fallback",
+        "corrected_by",
         "truncated",
         "pinned",
     }
