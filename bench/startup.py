@@ -45,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+from reporting import add_results_argument, recorded
 
 import amem
 
@@ -206,13 +207,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10, help="timed runs of each row")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
+    add_results_argument(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="amem-startup-") as tmp:
         results = measure(args.runs, Path(tmp))
+    with recorded("startup", args.results):
+        report(results, args.runs, args.json)
+
+
+def report(results: dict[str, list[float]], runs: int, as_json: bool) -> None:
     floor = statistics.median(results["python -c pass"])
-    print(
-        f"startup: {args.runs} runs a row, Python {sys.version.split()[0]}, {os.cpu_count()} cores"
-    )
+    print(f"startup: {runs} runs a row, Python {sys.version.split()[0]}, {os.cpu_count()} cores")
     print(f"{'row':<24} {'median s':>9} {'slowest s':>10} {'x python':>9}  target")
     summary = {}
     for name, times in results.items():
@@ -221,8 +226,8 @@ def main() -> None:
         verdict = "" if target is None else f"<= {target}: {'ok' if median <= target else 'MISS'}"
         print(f"{name:<24} {median:>9.3f} {slowest:>10.3f} {median / floor:>9.1f}  {verdict}")
         summary[name] = {"median_s": round(median, 4), "slowest_s": round(slowest, 4)}
-    if args.json:
-        print(json.dumps({"bench": "startup", "runs": args.runs, "rows": summary}))
+    if as_json:
+        print(json.dumps({"bench": "startup", "runs": runs, "rows": summary}))
 
 
 if __name__ == "__main__":
