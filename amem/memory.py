@@ -23,10 +23,9 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import anyio
-import httpx
 
 from .config import Settings, default_db_path
 from .db.database import Database
@@ -144,6 +143,9 @@ from .store import (
 )
 from .tokens import TokenCounter, checked_counter, counter_name, estimate_tokens
 
+if TYPE_CHECKING:
+    import httpx
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -244,6 +246,8 @@ async def model_client(
     if given is not None:
         yield given
     elif settings.extraction_enabled or settings.embedding_enabled:
+        import httpx  # only a process that calls a model loads it
+
         async with httpx.AsyncClient() as client:
             yield client
     else:

@@ -25,10 +25,10 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
-import httpx
 
 from .config import Settings
 from .db.database import Database
@@ -43,6 +43,9 @@ from .search.index import INDEXED_EVENT, INDEXED_MEMORY
 from .search.vectors import Embedded, Key
 from .store import extraction
 from .store.extraction import Outcome
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("amem")
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-import httpx
 from pydantic import SecretStr
 
 from ..errors import UpstreamError
+
+if TYPE_CHECKING:
+    import httpx
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 
@@ -44,6 +46,8 @@ async def post_json(
     code: str,
 ) -> dict[str, Any]:
     """POST ``payload`` and return the decoded JSON object, or raise ``UpstreamError(code)``."""
+    import httpx  # loaded by the process that calls a model, never by one that does not
+
     headers = {"Authorization": f"Bearer {api_key.get_secret_value()}"} if api_key else {}
     body = bytearray()
     try:

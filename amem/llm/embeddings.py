@@ -9,13 +9,14 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
-from typing import Any, TypeAlias
-
-import httpx
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..config import Settings
 from ..errors import UpstreamError
 from .client import post_json
+
+if TYPE_CHECKING:
+    import httpx
 
 CODE = "embedding_failed"
 

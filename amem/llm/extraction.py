@@ -10,9 +10,8 @@ attempt does to its event is ``store.extraction``'s.
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import Settings
@@ -21,6 +20,9 @@ from ..inputs import validation_problems
 from ..limits import MAX_MEMORIES_PER_EVENT
 from ..models import DRAFT_FIELDS, MemoryDraft
 from .client import post_json
+
+if TYPE_CHECKING:
+    import httpx
 
 CODE = "extraction_failed"
 
