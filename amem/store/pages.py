@@ -9,7 +9,7 @@ from ..errors import NotFound
 from ..models import Evidence, MemoryRecord
 from .events import event_model, load_stored
 from .facts import MEMORY_COLUMNS, load_memory, memory_from_row
-from .tombstones import is_erased, missing_event
+from .tombstones import missing_event
 
 SELECT_DERIVED = f"""
 select {MEMORY_COLUMNS} from memories m where event_id = ? and {CURRENT_MEMORY} order by num
@@ -32,9 +32,10 @@ def read_evidence(
         event_id = memory.event_id
     event = load_stored(conn, event_id)
     if event is None or (event.persona, event.project) != (persona, project):
-        if memory is None and is_erased(conn, persona, project, event_id):
-            raise missing_event(conn, persona, project, event_id)
-        raise NotFound("no event or memory with this id in this scope")
+        absent = "no event or memory with this id in this scope"
+        if memory is None:
+            raise missing_event(conn, persona, project, event_id, absent)
+        raise NotFound(absent)
     end = offset + limit
     return Evidence(
         id=id,

@@ -43,12 +43,19 @@ def is_erased(conn: sqlite3.Connection, persona: str, project: str, event_id: st
     return row is not None
 
 
-def missing_event(conn: sqlite3.Connection, persona: str, project: str, event_id: str) -> NotFound:
+def missing_event(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    event_id: str,
+    absent: str = "no event with this id in this scope",
+) -> NotFound:
     """The error for an event ID this scope does not hold: ``erased`` when it was erased
-    from it (what a caller holding an old ID needs to know), else ``not_found``."""
+    from it (what a caller holding an old ID needs to know), else ``not_found`` saying
+    ``absent``."""
     if is_erased(conn, persona, project, event_id):
         return NotFound("this event was erased from this scope", code="erased")
-    return NotFound("no event with this id in this scope")
+    return NotFound(absent)
 
 
 def refuse_erased(conn: sqlite3.Connection, persona: str, project: str, event_id: str) -> None:
