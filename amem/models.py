@@ -266,8 +266,8 @@ class ScoreComponents(Record):
     semantic: float
     link: float
     fusion: float | None = None
-    """Hybrid recall's reciprocal-rank fusion of the lexical and dense lists, which is
-    then the item's score; None in ``fast`` mode."""
+    """Hybrid recall's score: the surprise of the item's word match and of its cosine, in
+    nats, summed (not in 0..1); None in ``fast`` mode."""
     basis: float
     confidence: float
     freshness: float

@@ -28,9 +28,10 @@ grows; ``ranked_candidates`` below runs them in this order:
 5. **Links** (``evidence.add_links``): memories linked by ``related`` to a matching one.
 6. **Order** (``ranking``): in ``fast`` mode the evidence (weighted lexical and link
    parts) scaled by the priors (basis, confidence, freshness); in hybrid recall the
-   surprise of the evidence, BM25 (a sum of ``log(N / df)``) plus the surprise of the
-   cosine's standing above the query's cosines to the scope, both in nats, ties going to
-   the better word match; the reply to each of the best ``REPLIED`` turns is raised to
+   surprise of the evidence, in nats: of the word match, the chance that an unrelated
+   document of the scope scores its BM25 for the query's terms (``chance``), plus of the
+   cosine, its standing above the query's cosines to the scope; ties going to the
+   better word match; the reply to each of the best ``REPLIED`` turns is raised to
    ``REPLY_SHARE`` of that turn's score (a question matches the turn that asked it; the
    answer is the turn after).
 7. **Presentation** (``present``): candidates showing the same text are one item, so
@@ -114,7 +115,7 @@ def ranked_candidates(
     add_links(conn, found, where)
     if meaning is not None:
         nearest.add_similarities(conn, found, q)
-        fuse(found, q, words.nats, meaning.spread)
+        fuse(found, q, words, meaning.spread)
         add_replies(conn, found, where)
     scored = [(round(ranking(c, q), 6), memory_id, c) for memory_id, c in found.items()]
     if hybrid:  # ties go to the better word match

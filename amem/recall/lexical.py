@@ -105,6 +105,10 @@ class Lexical(NamedTuple):
     """Whether any term had more matches than ``PER_TERM``."""
     nats: float
     """The BM25 that a normalised score of 1.0 stands for."""
+    terms: tuple[tuple[float, float], ...] = ()
+    """Each scored term's document frequency and idf in the scope..."""
+    documents: float = 1.0
+    """...of this many documents: what chance gives the query (``chance.WordChance``)."""
 
 
 def lexical_matches(
@@ -172,7 +176,8 @@ def lexical_matches(
     # document holding some terms does not tie with one holding them all.
     scale = max([whole] + [scored[num] for num, *_ in best[:1]])
     matches = {(kind, ref): scored[num] / scale for num, kind, ref in best}
-    return Lexical(matches, capped, scale)
+    stats = tuple((t.df, idf[t.text]) for t in terms)
+    return Lexical(matches, capped, scale, stats, total)
 
 
 class Term(NamedTuple):

@@ -11,7 +11,9 @@ from typing import Any
 from ..db import in_lists
 from ..db.times import from_db_time
 from ..models import ScoreComponents
+from .chance import WordChance
 from .evidence import Candidate, Kind, RawEvent, add_events
+from .lexical import Lexical
 from .nearest import Spread
 from .query import Eligibility, RecallQuery
 from .tuning import (
@@ -50,23 +52,25 @@ def lexical_rank_score(candidate: Candidate, q: RecallQuery) -> float:
     return score(parts(candidate, q), LEXICAL_EVIDENCE)
 
 
-def fuse(found: dict[str, Candidate], q: RecallQuery, nats: float, meaning: Spread) -> None:
+def fuse(found: dict[str, Candidate], q: RecallQuery, words: Lexical, meaning: Spread) -> None:
     """Set every candidate's ``fusion``: the evidence of its words and of its meaning, each
     as the surprise of seeing it by chance (in nats), summed.
 
-    A word match is BM25 (``nats`` per unit of ``lexical``): the sum of its terms' idf,
-    ``log(N / df)``, the surprise of a document holding them. A cosine is surprising by how
-    far it stands above the query's cosines to the whole scope (``meaning``, in standard
-    deviations z), as the upper tail of a normal distribution says: ``-log P(Z >= z)``.
-    Both in one unit, neither needs a weight: a query whose words name a memory (a rare
-    name, a long sentence) scores it many nats, while its cosines crowd in a narrow band;
-    a paraphrase shares no word, and the memory it means stands out in meaning. A
+    A word match is as surprising as the chance that a document of the scope, unrelated
+    to the query, scores its BM25 for the query's terms (``chance.WordChance``): a rare
+    name's match is many nats, common words shared by a long query few. A cosine is
+    surprising by how far it stands above the query's cosines to the whole scope
+    (``meaning``, in standard deviations z), as the upper tail of a normal distribution
+    says: ``-log P(Z >= z)``. Both in one unit, neither needs a weight: a query whose
+    words name a memory scores it many nats, while its cosines crowd in a narrow band; a
+    paraphrase shares no word, and the memory it means stands out in meaning. A
     candidate with no vector has no meaning to count."""
+    chance = WordChance(words.terms, words.documents)
     for candidate in found.values():
         candidate.word_rank = lexical_rank_score(candidate, q)
-        words = max(candidate.lexical, candidate.link) * nats
+        said = chance.surprise(max(candidate.lexical, candidate.link) * words.nats)
         near = 0.0 if candidate.cosine is None else surprise(meaning.standing(candidate.cosine))
-        candidate.fusion = words + near
+        candidate.fusion = said + near
 
 
 def surprise(z: float) -> float:
