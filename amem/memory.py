@@ -13,12 +13,13 @@ function's own parameters. A scope adds its persona and project to every call.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
 from datetime import datetime
@@ -119,7 +120,6 @@ from .recall.lexical import TermCounts
 from .recall.query import RecallQuery
 from .search import index
 from .search.text import segment_off_loop, warm_up
-from .search.vectors import Matrices
 from .store import (
     capacity,
     capture,
@@ -145,6 +145,8 @@ from .tokens import TokenCounter, checked_counter, counter_name, estimate_tokens
 
 if TYPE_CHECKING:
     import httpx
+
+    from .search.vectors import Matrices
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -210,8 +212,7 @@ async def open(
         model_client(settings, http_client) as client,
         anyio.create_task_group() as tg,
     ):
-        warming = anyio.CancelScope()
-        tg.start_soon(cancellable, warming, warm_up)  # jieba loads in a worker thread
+        warm_up()  # jieba loads in a daemon thread
         with anyio.CancelScope(shield=True):  # once started, these must be closed below
             db.writer.keep_up(index.merge_step)
             await tg.start(db.writer.serve)
@@ -227,15 +228,9 @@ async def open(
         except BaseException as exc:  # re-raised below, outside the task group
             error = exc
         finally:
-            warming.cancel()
             await memory.aclose()
     if error is not None:
         raise error
-
-
-async def cancellable(scope: anyio.CancelScope, fn: Callable[[], Awaitable[None]]) -> None:
-    with scope:
-        await fn()
 
 
 @asynccontextmanager
@@ -263,13 +258,20 @@ class Runtime:
         self.settings = settings
         self.pipeline = pipeline
         self.closed = False
-        self.matrices = Matrices(settings.vector_memory_mb << 20)
         self.term_counts = TermCounts()
         self.query_vectors: OrderedDict[str, Vector] = OrderedDict()
         """The latest queries' embeddings (``QUERY_VECTORS`` of them), newest last."""
         self.lexical_scopes: dict[tuple[str, str], float] = {}
         """When ``auto`` recall last found a scope too little embedded (monotonic time)."""
         self.reads = Reads()
+
+    @functools.cached_property
+    def matrices(self) -> Matrices:
+        """The scopes' vectors held for search, made on the first recall that ranks by
+        meaning: numpy loads only then, so a process that never does starts faster."""
+        from .search.vectors import Matrices
+
+        return Matrices(self.settings.vector_memory_mb << 20)
 
     async def read(
         self,
@@ -692,7 +694,8 @@ class Scope:
         )
         request, warnings = await self._with_query_vector(request, checked_mode)
         runtime = self._runtime
-        found = await runtime.read(recall_memories, request, runtime.matrices, runtime.term_counts)
+        matrices = None if request.vector is None else runtime.matrices
+        found = await runtime.read(recall_memories, request, matrices, runtime.term_counts)
         warnings += self._after_recall(request, found)
         return RecallResult(
             query=request.query,
@@ -929,7 +932,8 @@ class Scope:
                     text, limit=most, as_of=when, exclude_event_ids=exclude_event_ids
                 )
             request = replace(request, limit=min(MAX_RECALL_LIMIT, most + agreements))
-            found = recall_memories(conn, request, runtime.matrices, runtime.term_counts)
+            matrices = None if request.vector is None else runtime.matrices
+            found = recall_memories(conn, request, matrices, runtime.term_counts)
             ran.append((request, found))
             return found.items
 

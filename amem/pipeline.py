@@ -38,9 +38,9 @@ from .llm import embeddings
 from .llm.client import Refused
 from .llm.extraction import extract
 from .models import Progress
-from .search import text, vectors
+from .search import text, vector_rows
 from .search.index import INDEXED_EVENT, INDEXED_MEMORY
-from .search.vectors import Embedded, Key
+from .search.vector_rows import Embedded, Key
 from .store import extraction
 from .store.extraction import Outcome
 
@@ -183,10 +183,10 @@ class Pipeline:
         await anyio.sleep(BACKFILL_AFTER)
         try:
             for kind in ("memory", "event"):
-                before: int | None = vectors.NEWEST
+                before: int | None = vector_rows.NEWEST
                 while before is not None:
                     keys, before = await self._db.read(
-                        vectors.unembedded,
+                        vector_rows.unembedded,
                         fingerprint=fingerprint,
                         kind=kind,
                         before=before,
@@ -215,9 +215,9 @@ class Pipeline:
         self, texts: Sequence[tuple[str, str, str]], fingerprint: str
     ) -> int:
         pieces = [
-            (kind, ref, n, piece, vectors.text_hash(text))
+            (kind, ref, n, piece, vector_rows.text_hash(text))
             for kind, ref, text in texts
-            for n, piece in enumerate(vectors.chunks(text) if kind == "event" else [text])
+            for n, piece in enumerate(vector_rows.chunks(text) if kind == "event" else [text])
         ]
         if not pieces:
             return 0
@@ -229,7 +229,7 @@ class Pipeline:
             for (kind, ref, n, _, hashed), vector in zip(pieces, found, strict=True)
         ]
         return await self._db.write(
-            vectors.store_vectors, fingerprint=fingerprint, items=items, now=db_now()
+            vector_rows.store_vectors, fingerprint=fingerprint, items=items, now=db_now()
         )
 
     async def _extract_queued(self, event_id: str) -> None:
@@ -321,7 +321,7 @@ class Pipeline:
         fingerprint = self._settings.embed_fingerprint
         assert fingerprint is not None
         staged = f"staging:{uuid.uuid4().hex}"
-        todo = await self._db.read(vectors.to_embed, persona=persona, project=project)
+        todo = await self._db.read(vector_rows.to_embed, persona=persona, project=project)
         stored = 0
         try:
             for start in range(0, len(todo), self._settings.embed_batch):
@@ -331,10 +331,10 @@ class Pipeline:
                     progress(start + len(batch), len(todo))
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._db.write(vectors.drop_staged, staged=staged)
+                await self._db.write(vector_rows.drop_staged, staged=staged)
             raise
         await self._db.write(
-            vectors.swap_in,
+            vector_rows.swap_in,
             persona=persona,
             project=project,
             staged=staged,
@@ -345,10 +345,10 @@ class Pipeline:
 
 
 SELECT_MEMORY_TEXT = f"""
-select text from memories m where id = :ref and {INDEXED_MEMORY} and {vectors.UNEMBEDDED_MEMORY}
+select text from memories m where id = :ref and {INDEXED_MEMORY} and {vector_rows.UNEMBEDDED_MEMORY}
 """
 SELECT_EVENT_TEXT = f"""
-select text from events e where id = :ref and {INDEXED_EVENT} and {vectors.UNEMBEDDED_EVENT}
+select text from events e where id = :ref and {INDEXED_EVENT} and {vector_rows.UNEMBEDDED_EVENT}
 """
 
 

@@ -82,7 +82,7 @@ from amem.db.schema import COUNTED_USAGE, SCHEMA_VERSION
 from amem.limits import MAX_READ_CHARS
 from amem.ops.files import TEMP_NAME
 from amem.search.index import INDEXED_CATEGORIES
-from amem.search.vectors import chunks, text_hash
+from amem.search.vector_rows import chunks, text_hash
 from amem.store.tombstones import digest
 from amem.testing import FakeOpenAI
 

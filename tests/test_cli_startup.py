@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import clean_env
@@ -26,7 +27,7 @@ import json, sys
 from amem.cli.app import build_parser, main
 build_parser()
 try:
-    main({argv!r})
+    status = main({argv!r})
 except SystemExit as exc:
     status = exc.code
 print(json.dumps({{"status": status, "modules": sorted(sys.modules)}}))
@@ -79,3 +80,41 @@ def test_the_cli_modules_themselves_import_nothing_heavy() -> None:
     assert isinstance(modules, list)
     loaded = {name for name in modules if name.split(".")[0] == "amem"}
     assert {name for name in loaded if not name.startswith("amem.cli")} == LIGHT_AMEM
+
+
+def test_a_one_shot_write_and_lexical_recall_load_no_numpy(tmp_path: Path) -> None:
+    """numpy serves vector search only: a command that stores text and recalls it by its
+    words (no embedding endpoint: ``auto`` is lexical) never loads it."""
+    db = str(tmp_path / "memory.db")
+    wrote, _ = startup(["remember", "--db", db, "I live in Lisbon"])
+    recalled, printed = startup(["recall", "--db", db, "Lisbon"])
+    assert wrote["status"] == recalled["status"] == 0
+    assert "Lisbon" in printed
+    for report in (wrote, recalled):
+        assert "numpy" not in heavy(report["modules"])
+
+
+NEVER_LOADS = """
+import sys, threading
+import amem.search.text as text
+text.import_jieba = lambda: threading.Event().wait()  # jieba's load never ends
+from amem.cli.app import main
+sys.exit(main({argv!r}))
+"""
+
+
+def test_a_one_shot_command_in_english_exits_without_waiting_for_jieba(tmp_path: Path) -> None:
+    """Opening a memory starts loading jieba's dictionary in the background; a command
+    that never meets Chinese text exits when it is done, however long that load takes."""
+    db = str(tmp_path / "memory.db")
+    for argv in (["remember", "--db", db, "I live in Lisbon"], ["recall", "--db", db, "Lisbon"]):
+        code = NEVER_LOADS.format(argv=argv)
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(),
+        )
+        assert result.returncode == 0, result.stderr
+    assert "Lisbon" in result.stdout

@@ -3,7 +3,9 @@ damaged or cannot be written never stops Chinese text from being tokenized."""
 
 from __future__ import annotations
 
+import os
 import pickle
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +59,22 @@ def test_a_cache_that_cannot_be_written_still_tokenizes(tmp_path: Path) -> None:
     tokenizer = tokenizer_from(not_a_folder / "jieba.pickle")
     assert "乌龙茶" in words(tokenizer)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_a_partial_cache_left_by_an_exited_process_is_swept_when_the_cache_is_written(
+    tmp_path: Path,
+) -> None:
+    """The warm-up thread does not hold up a process's exit, so one that exits while it
+    writes the cache leaves a partial file: the next write removes it, and leaves alone
+    one that another process may be writing now."""
+    cache = tmp_path / "jieba.pickle"
+    left = tmp_path / "jieba.pickleabc123.tmp"
+    writing = tmp_path / "jieba.picklexyz789.tmp"
+    left.write_bytes(b"partial")
+    writing.write_bytes(b"partial")
+    old = time.time() - 3600
+    os.utime(left, (old, old))
+    tokenizer_from(cache)
+    assert cache.is_file()
+    assert not left.exists()
+    assert writing.exists()

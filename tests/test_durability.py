@@ -28,7 +28,7 @@ from helpers import inspect_file
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
-from amem.search.vectors import chunks
+from amem.search.vector_rows import chunks
 from amem.testing import FakeOpenAI
 
 pytestmark = pytest.mark.anyio

@@ -18,6 +18,7 @@ import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -441,14 +442,17 @@ async def test_a_schema_it_does_not_read_is_refused_unchanged(
     assert fingerprint(sample.path) == before
 
 
-def inspect_process(*args: str) -> subprocess.Popen[str]:
-    """``amem inspect ARGS`` as a real process: it serves until a signal stops it."""
+def inspect_process(*args: str, sigint: Any = signal.SIG_DFL) -> subprocess.Popen[str]:
+    """``amem inspect ARGS`` as a real process: it serves until a signal stops it. It starts
+    with SIGINT handled as ``sigint`` says, whatever this process does with it (a pytest
+    worker may ignore it, and a child inherits that)."""
     return subprocess.Popen(
         [sys.executable, "-m", "amem", "inspect", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=clean_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
     )
 
 
@@ -489,10 +493,14 @@ def test_the_command_refuses_a_port_in_use(tmp_path: Path) -> None:
     assert result.stdout == ""
 
 
-def test_the_command_serves_on_127_0_0_1_until_interrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["default", "ignored"])
+def test_the_command_serves_on_127_0_0_1_until_interrupted(tmp_path: Path, sigint: Any) -> None:
+    """Ctrl-C stops it with 130, also when it was started with SIGINT ignored (a shell's
+    background job): uvicorn shuts down on SIGINT either way."""
     path = tmp_path / "memory.db"
     anyio.run(fill, path)
-    process = inspect_process("--db", str(path), "--persona", "assistant", "--project", "support")
+    args = ("--db", str(path), "--persona", "assistant", "--project", "support")
+    process = inspect_process(*args, sigint=sigint)
     try:
         url = announced_url(process)
         assert url.endswith("/scope?persona=assistant&project=support")

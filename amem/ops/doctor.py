@@ -26,7 +26,7 @@ from contextlib import closing
 from ..config import Settings
 from ..db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
 from ..models import DoctorCheck, DoctorReport, Progress
-from ..search import index, vectors
+from ..search import index, vector_rows
 from ..search.text import segment_all
 from ..store import capacity
 from . import archive
@@ -332,7 +332,7 @@ def coverage_check(conn: sqlite3.Connection, fingerprint: str) -> DoctorCheck:
     """A warning when current memories or indexed events have no vector of the configured
     model, with the scopes that hold the most of them."""
     total = conn.execute(COUNT_SOURCES).fetchone()[0]
-    scopes = vectors.unembedded_by_scope(conn, fingerprint)
+    scopes = vector_rows.unembedded_by_scope(conn, fingerprint)
     missing = sum(count for _, _, count in scopes)
     detail = (
         f"{total - missing} of {total} memories and events have a vector of the configured model"

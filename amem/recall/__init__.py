@@ -47,11 +47,9 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import replace
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..models import RecallItem
-from ..search.vectors import Matrices
-from . import nearest
 from .evidence import Candidate, add_lexical, add_links, has_memories
 from .lexical import (
     SELECT_ELIGIBLE_TERM,
@@ -65,6 +63,9 @@ from .present import merge_identical, recall_item, shown_text
 from .query import Eligibility, RecallQuery
 from .ranking import add_replies, fuse, fusion_order, parts, ranking, score
 from .tuning import EVIDENCE_WEIGHTS, MAX_DEPTH, RANKED
+
+if TYPE_CHECKING:
+    from ..search.vectors import Matrices
 
 
 class Recalled(NamedTuple):
@@ -106,7 +107,11 @@ def ranked_candidates(
     """Every candidate of the query (``q.depth`` of each kind at most), best first; the
     warnings; whether vectors took part."""
     where = Eligibility.of(q)
-    meaning = nearest.search(conn, q, matrices, known)  # None: ranked by words alone
+    meaning = None  # ranked by words alone
+    if q.vector is not None:  # only a recall that ranks by meaning loads numpy
+        from . import nearest
+
+        meaning = nearest.search(conn, q, matrices, known)
     hybrid = meaning is not None
     found: dict[str, Candidate] = {}
     words = word_matches(conn, found, q, where, known, hybrid)

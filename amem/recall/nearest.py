@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..search.vectors import Matrices, Nearest, similarities
+from ..search.vector_rows import Nearest
+from ..search.vectors import Matrices, similarities
 from .evidence import Candidate, Kind, add_events, add_memories
 from .lexical import KnownTerms, scope_size
 from .query import Eligibility, RecallQuery

@@ -6,15 +6,12 @@ from __future__ import annotations
 import math
 import sqlite3
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..db import in_lists
 from ..db.times import from_db_time
 from ..models import ScoreComponents
-from .chance import WordChance
 from .evidence import Candidate, Kind, RawEvent, add_events
-from .lexical import Lexical
-from .nearest import Spread
 from .query import Eligibility, RecallQuery
 from .tuning import (
     BASIS_WEIGHT,
@@ -26,6 +23,10 @@ from .tuning import (
     REPLIED,
     REPLY_SHARE,
 )
+
+if TYPE_CHECKING:
+    from .lexical import Lexical
+    from .nearest import Spread
 
 # The turn after each event in its session (null sessions are one stream), if someone else
 # said it: one index step.
@@ -65,6 +66,8 @@ def fuse(found: dict[str, Candidate], q: RecallQuery, words: Lexical, meaning: S
     words name a memory scores it many nats, while its cosines crowd in a narrow band; a
     paraphrase shares no word, and the memory it means stands out in meaning. A
     candidate with no vector has no meaning to count."""
+    from .chance import WordChance  # numpy: hybrid recall only
+
     chance = WordChance(words.terms, words.documents)
     for candidate in found.values():
         candidate.word_rank = lexical_rank_score(candidate, q)

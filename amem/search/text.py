@@ -12,8 +12,8 @@ put there. Queries are built from the same tokens, each quoted as an FTS5 string
 so no user text is ever executed as query syntax.
 
 jieba's dictionary (about 70 MB once loaded) is shared by every ``Memory`` of the process
-and loaded once, in a worker thread, never on an event loop: ``warm_up`` starts it when a
-``Memory`` opens, and the first tokenization waits for it. Its cache file lives in a
+and loaded once, in a background thread, never on an event loop: ``warm_up`` starts it
+when a ``Memory`` opens, and the first tokenization waits for it. Its cache file lives in a
 private directory and its logging is quiet.
 """
 
@@ -28,6 +28,7 @@ import pickle
 import re
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -44,13 +45,16 @@ LETTERS_OR_DIGITS = re.compile(r"\d+|[^\W\d_]+")
 
 _lock = threading.Lock()
 _tokenizer: object | None = None
+_warming: threading.Thread | None = None
 _stemmers = threading.local()
 
 
 def _reset_after_fork() -> None:
-    """A child forked while a warm-up thread held the lock would wait for it forever."""
-    global _lock
+    """A child forked while a warm-up thread held the lock would wait for it forever; the
+    thread itself is not in the child."""
+    global _lock, _warming
     _lock = threading.Lock()
+    _warming = None
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -96,6 +100,7 @@ def load_dictionary(tokenizer: Any, cache: Path) -> None:
     tokenizer.tmp_dir = str(cache.parent)
     tokenizer.initialize()
     with contextlib.suppress(OSError):
+        sweep_partial_pickles(cache)
         fd, partial = tempfile.mkstemp(dir=cache.parent, prefix=cache.name, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as file:
@@ -104,6 +109,20 @@ def load_dictionary(tokenizer: Any, cache: Path) -> None:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(partial)
+
+
+PARTIAL_AGE_SECONDS = 600
+"""A partial pickle this old was left by a process that exited while writing it (the
+warm-up thread is a daemon: exiting does not wait for it); writing one takes seconds."""
+
+
+def sweep_partial_pickles(cache: Path) -> None:
+    """Delete the partial pickles of ``cache`` that no process is still writing."""
+    now = time.time()
+    for partial in cache.parent.glob(f"{cache.name}*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - partial.stat().st_mtime > PARTIAL_AGE_SECONDS:
+                partial.unlink()
 
 
 def private_cache_dir() -> Path:
@@ -198,12 +217,15 @@ async def segment_off_loop(texts: Sequence[str]) -> list[str]:
     return await anyio.to_thread.run_sync(segment_all, texts)
 
 
-async def warm_up() -> None:
-    """Load jieba's dictionary in a worker thread (a ``Memory`` starts this on open).
-
-    Cancelling it (a ``Memory`` closed at once) abandons the thread, which finishes the
-    load for the next user instead of holding up the close."""
-    await anyio.to_thread.run_sync(_jieba, abandon_on_cancel=True)
+def warm_up() -> None:
+    """Start loading jieba's dictionary in the background (a ``Memory`` does on open), in
+    a daemon thread: a process that exits before it is done does not wait for it, so a
+    one-shot command that never meets Chinese text does not pay for the load at exit.
+    A process that needs it meanwhile waits for this load (``_jieba``'s lock)."""
+    global _warming
+    if _tokenizer is None and _warming is None:
+        _warming = threading.Thread(target=_jieba, name="amem-jieba", daemon=True)
+        _warming.start()
 
 
 def scope_token(persona: str, project: str) -> str:

@@ -41,7 +41,7 @@ from ..db.writer import immediate
 from ..errors import NotFound, StorageError
 from ..models import Deletion, Erasure
 from ..search import index
-from ..search.vectors import drop_vectors
+from ..search.vector_rows import drop_vectors
 from . import tombstones
 from .checkpoints import erase_checkpoint_text, erasure_effects
 from .tombstones import missing_event

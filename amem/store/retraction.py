@@ -23,7 +23,7 @@ from ..db.times import from_db_time
 from ..errors import NotFound
 from ..models import Retraction
 from ..search import index
-from ..search.vectors import drop_vectors
+from ..search.vector_rows import drop_vectors
 from .checkpoints import invalidate_checkpoints
 from .events import current_memory_ids
 

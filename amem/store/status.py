@@ -8,7 +8,7 @@ import sqlite3
 from ..config import Settings
 from ..db.rules import CURRENT_MEMORY
 from ..models import MEMORY_KINDS, Status
-from ..search.vectors import coverage
+from ..search.vector_rows import coverage
 from .capacity import scope_capacity
 
 EVENTS_BY_STATUS = """
