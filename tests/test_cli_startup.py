@@ -118,3 +118,31 @@ def test_a_one_shot_command_in_english_exits_without_waiting_for_jieba(tmp_path:
         )
         assert result.returncode == 0, result.stderr
     assert "Lisbon" in result.stdout
+
+
+BRIEF_MEMORY = """
+import sys, threading
+import anyio
+import amem
+import amem.search.text as text
+text.import_jieba = lambda: threading.Event().wait()  # jieba's load never ends
+async def main() -> None:
+    async with amem.open(sys.argv[1]) as mem:  # starts loading jieba in the background
+        await mem.scope().submit_event("I live in Lisbon", role="user")
+        print(len((await mem.scope().recall("Lisbon")).items))
+anyio.run(main)
+"""
+
+
+def test_a_process_that_opens_a_memory_briefly_exits_without_waiting_for_jieba(
+    tmp_path: Path,
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", BRIEF_MEMORY, str(tmp_path / "memory.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1"

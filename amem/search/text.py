@@ -217,13 +217,19 @@ async def segment_off_loop(texts: Sequence[str]) -> list[str]:
     return await anyio.to_thread.run_sync(segment_all, texts)
 
 
+WARM_UP = True
+"""Whether ``warm_up`` loads the dictionary: a process that runs one command and exits
+turns it off (``amem.cli``), since a load it may not need holds the interpreter lock for
+a quarter of a second while the command runs; Chinese text still loads it when met."""
+
+
 def warm_up() -> None:
     """Start loading jieba's dictionary in the background (a ``Memory`` does on open), in
     a daemon thread: a process that exits before it is done does not wait for it, so a
     one-shot command that never meets Chinese text does not pay for the load at exit.
     A process that needs it meanwhile waits for this load (``_jieba``'s lock)."""
     global _warming
-    if _tokenizer is None and _warming is None:
+    if WARM_UP and _tokenizer is None and _warming is None:
         _warming = threading.Thread(target=_jieba, name="amem-jieba", daemon=True)
         _warming.start()
 
