@@ -667,3 +667,21 @@ def test_non_ascii_api_key_is_a_clean_error(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stderr.startswith("amem: error: ")
     assert "Traceback" not in result.stderr
+
+
+def test_list_shows_the_key_a_memory_is_filed_under_and_when_it_stopped_being_true(
+    tmp_path: Path,
+) -> None:
+    """What ``erase --subject/--fact-key`` needs is on the listing's lines, not only in
+    ``--json``."""
+    db = str(tmp_path / "memory.db")
+    for said in ("I live in Lisbon", "I moved to Porto"):
+        ran = amem_cli("remember", "--db", db, "--subject", "user", "--fact-key", "residence", said)
+        assert ran.returncode == 0, ran.stderr
+    listed = amem_cli("list", "--db", db, "--expired")
+    assert listed.returncode == 0, listed.stderr
+    lisbon, porto = sorted(
+        line for line in listed.stdout.splitlines() if "[user/residence]" in line
+    )
+    assert "I live in Lisbon [user/residence] [expired]" in lisbon
+    assert "I moved to Porto [user/residence]  (" in porto

@@ -47,9 +47,11 @@ def one_line(text: str) -> str:
 
 
 def memory_line(item: ListedMemory) -> str:
+    key = "/".join(part for part in (item.subject, item.fact_key) if part)
     flags = "".join(
         f" [{flag}]"
         for flag, on in (
+            (key, key),  # what erase --subject/--fact-key takes
             ("expired", item.expired),
             ("revoked", item.revoked),
             ("working", item.tier == "working"),
