@@ -752,6 +752,28 @@ def test_cli_export_and_backup_to_stdout(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == []
 
 
+def test_cli_import_from_stdin(tmp_path: Path) -> None:
+    """PATH '-' reads the archive from stdin (``amem export - | amem import -``): the same
+    database as from the file; a bad or empty stdin is refused and writes nothing."""
+    db = tmp_path / "a.db"
+    anyio.run(open_and_populate, db)
+    archive = amem_cli("export", "-", "--db", db).stdout
+
+    result = amem_cli("import", "--db", tmp_path / "b.db", "-", "--json", input=archive)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["path"] == "-"
+    amem_cli("export", "--db", db, tmp_path / "a.jsonl")
+    assert dump(tmp_path / "b.db") == dump_import(tmp_path, "a.jsonl")
+
+    for bad in ("", '{"not": "an archive"}\n', archive[: len(archive) // 2]):
+        refused = amem_cli("import", "--db", tmp_path / "c.db", "-", input=bad)
+        assert refused.returncode == 1
+        assert "archive_invalid" in refused.stderr
+    with closing(sqlite3.connect(tmp_path / "c.db")) as conn:
+        assert conn.execute("select count(*) from events").fetchone() == (0,)
+    assert leftovers(tmp_path) == []
+
+
 def test_backup_to_stdout_refuses_a_terminal() -> None:
     """A SQLite file is no text for a terminal: `amem backup -` there is refused before
     anything is read (`export -` to a terminal prints the JSONL)."""

@@ -54,8 +54,9 @@ def add_commands(command: Command) -> None:
                 "Load the archive at PATH into the database, which must be empty, and rebuild "
                 "the search index, in one transaction that validates every row as it streams "
                 "in (shape, times, quotes, roles, scope links, checkpoint coverage). A bad "
-                "archive is refused (archive_invalid) and nothing is written. Progress goes to "
-                "stderr. Run reindex afterwards for vectors."
+                "archive is refused (archive_invalid) and nothing is written. PATH '-' reads "
+                "the archive from stdin ('amem export - | amem import --db NEW.db -'). "
+                "Progress goes to stderr. Run reindex afterwards for vectors."
             ),
         ),
         (
@@ -159,7 +160,32 @@ async def export(memory: Memory, path: str) -> ArchiveResult:
 
 
 async def import_archive(args: argparse.Namespace, memory: Memory, _: Scope) -> ArchiveResult:
-    return await memory.import_archive(args.path, progress=progress("import"))
+    """PATH ``-``: stdin, first copied whole to a private temporary file (the archive is
+    read twice: once to count its rows for the progress, once to load them)."""
+    if args.path != STDOUT:
+        return await memory.import_archive(args.path, progress=progress("import"))
+    import tempfile
+
+    import anyio.to_thread
+
+    with tempfile.TemporaryDirectory(prefix="amem-") as folder:
+        spooled = Path(folder) / "archive.jsonl"
+        await anyio.to_thread.run_sync(copy_stdin, spooled)
+        result = await memory.import_archive(spooled, progress=progress("import"))
+    return result.model_copy(update={"path": STDOUT})
+
+
+def copy_stdin(path: Path) -> None:
+    """stdin's bytes to a new file at ``path``."""
+    import shutil
+
+    source: BinaryIO | None = getattr(sys.stdin, "buffer", None)
+    if source is None:
+        raise InvalidInput("stdin gives no bytes here: give the archive's PATH instead of '-'")
+    if sys.stdin.isatty():
+        raise InvalidInput("stdin is a terminal: pipe the archive in, or give its PATH")
+    with path.open("xb") as out:
+        shutil.copyfileobj(source, out)
 
 
 async def backup(memory: Memory, path: str) -> ArchiveResult:
