@@ -15,7 +15,7 @@ from helpers import clean_env
 
 from amem.version import __version__
 
-HEAVY = ("numpy", "pydantic", "pydantic_settings", "httpx", "anyio", "mcp", "jieba")
+HEAVY = ("numpy", "pydantic", "httpx", "anyio", "mcp", "jieba")
 """Third-party packages a command loads when it runs, never to build the parser."""
 
 LIGHT_AMEM = {"amem", "amem.errors", "amem.limits", "amem.version"}

@@ -51,7 +51,7 @@ skips them anyway)."""
 # amem's names does not load them (an adapter's framework loads only when its module is
 # imported, tests/test_adapters.py), so they are bound only once imported by name.
 
-HEAVY = ("numpy", "pydantic", "pydantic_settings", "httpx", "anyio", "jieba", "mcp")
+HEAVY = ("numpy", "pydantic", "httpx", "anyio", "jieba", "mcp")
 """What amem's work needs and a program that only imports it, or prints amem's version,
 should not wait for (together most of a second)."""
 
