@@ -27,7 +27,7 @@ ENV_PREFIX = "AMEM_"
 class Settings(BaseModel):
     """Configuration of one ``Memory``. Build it yourself or let ``amem.open`` read the env.
 
-    Every field can be set as ``AMEM_<FIELD>`` (upper case), e.g. ``AMEM_EXTRACT_MODEL``;
+    Every field can be set as ``AMEM_<FIELD>`` (any case), e.g. ``AMEM_EXTRACT_MODEL``;
     a field given to the constructor wins over its variable.
     """
 

@@ -273,6 +273,10 @@ class Runtime:
 
         return Matrices(self.settings.vector_memory_mb << 20)
 
+    def matrices_for(self, request: RecallQuery) -> Matrices | None:
+        """The held vectors if ``request`` ranks by meaning (it has a vector), else None."""
+        return None if request.vector is None else self.matrices
+
     async def read(
         self,
         fn: Callable[Concatenate[sqlite3.Connection, P], T],
@@ -694,7 +698,7 @@ class Scope:
         )
         request, warnings = await self._with_query_vector(request, checked_mode)
         runtime = self._runtime
-        matrices = None if request.vector is None else runtime.matrices
+        matrices = runtime.matrices_for(request)
         found = await runtime.read(recall_memories, request, matrices, runtime.term_counts)
         warnings += self._after_recall(request, found)
         return RecallResult(
@@ -932,8 +936,9 @@ class Scope:
                     text, limit=most, as_of=when, exclude_event_ids=exclude_event_ids
                 )
             request = replace(request, limit=min(MAX_RECALL_LIMIT, most + agreements))
-            matrices = None if request.vector is None else runtime.matrices
-            found = recall_memories(conn, request, matrices, runtime.term_counts)
+            found = recall_memories(
+                conn, request, runtime.matrices_for(request), runtime.term_counts
+            )
             ran.append((request, found))
             return found.items
 

@@ -19,7 +19,15 @@ from ..limits import (
     SUBMITTABLE_CATEGORIES,
 )
 from .common import Command, dry_run_note, handler, opened, progress, read_text, show
-from .show import LINE_CHARS, PREVIEW_ITEMS, erased_event, erased_memory, preview_lines, recall_line
+from .show import (
+    LINE_CHARS,
+    PREVIEW_ITEMS,
+    erased_event,
+    erased_memory,
+    filed_under,
+    preview_lines,
+    recall_line,
+)
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -278,7 +286,7 @@ async def remember_text(args: argparse.Namespace, _: Memory, scope: Scope) -> Re
 
 def remembered_line(done: Remembered) -> str:
     memory, receipt = done["memory"], done["event"]
-    about = "/".join(key for key in (memory.subject, memory.fact_key) if key)
+    about = filed_under(memory.subject, memory.fact_key)
     return (
         f"remembered {memory.id} ({memory.kind}{'; ' + about if about else ''}) from event "
         f"{receipt.event_id} in {receipt.persona}/{receipt.project}"

@@ -46,12 +46,18 @@ def one_line(text: str) -> str:
     return flat if len(flat) <= LINE_CHARS else flat[: LINE_CHARS - 1] + "…"
 
 
+def filed_under(subject: str | None, fact_key: str | None) -> str:
+    """``subject/fact_key`` (either alone if the other is unset; empty if both are): what
+    ``erase --subject/--fact-key`` takes."""
+    return "/".join(part for part in (subject, fact_key) if part)
+
+
 def memory_line(item: ListedMemory) -> str:
-    key = "/".join(part for part in (item.subject, item.fact_key) if part)
+    key = filed_under(item.subject, item.fact_key)
     flags = "".join(
         f" [{flag}]"
         for flag, on in (
-            (key, key),  # what erase --subject/--fact-key takes
+            (key, key),
             ("expired", item.expired),
             ("revoked", item.revoked),
             ("working", item.tier == "working"),

@@ -55,8 +55,6 @@ def chunks(text: str) -> list[str]:
     ]
 
 
-# ---- storage ---------------------------------------------------------------------------
-
 SELECT_MEMORY = f"select persona, project, text from memories m where id = ? and {INDEXED_MEMORY}"
 SELECT_EVENT = f"select persona, project, text from events e where id = ? and {INDEXED_EVENT}"
 INSERT_VECTOR = """
