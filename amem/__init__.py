@@ -65,61 +65,26 @@ if _typing.TYPE_CHECKING:
     from .tokens import TokenCounter, estimate_tokens
 
 _HOMES = {
-    "agent": ("AgentSession",),
-    "config": ("Settings",),
+    "agent": "AgentSession",
+    "config": "Settings",
     "errors": (
-        "AmemError",
-        "BudgetTooSmall",
-        "Closed",
-        "Conflict",
-        "InvalidInput",
-        "NotFound",
-        "StorageError",
-        "UpstreamError",
+        "AmemError BudgetTooSmall Closed Conflict InvalidInput NotFound StorageError UpstreamError"
     ),
-    "memory": ("Memory", "Scope", "open"),
+    "memory": "Memory Scope open",
     "models": (
-        "ArchiveResult",
-        "Capacity",
-        "CaptureResult",
-        "Checkpoint",
-        "Compaction",
-        "Consolidation",
-        "ContextPack",
-        "Correction",
-        "CurrentEmotion",
-        "Deletion",
-        "DoctorCheck",
-        "DoctorReport",
-        "Emotion",
-        "Erasure",
-        "Event",
-        "EventReceipt",
-        "Evidence",
-        "ListedEvent",
-        "ListedMemory",
-        "Listing",
-        "MemoryDraft",
-        "MemoryRecord",
-        "Persona",
-        "Promotion",
-        "RecallItem",
-        "RecallResult",
-        "ReindexResult",
-        "Relation",
-        "Retraction",
-        "RetryResult",
-        "ScopeSummary",
-        "ScoreComponents",
-        "Status",
-        "TombstoneImport",
-        "TurnEnd",
+        "ArchiveResult Capacity CaptureResult Checkpoint Compaction Consolidation"
+        " ContextPack Correction CurrentEmotion Deletion DoctorCheck DoctorReport"
+        " Emotion Erasure Event EventReceipt Evidence ListedEvent ListedMemory Listing"
+        " MemoryDraft MemoryRecord Persona Promotion RecallItem RecallResult"
+        " ReindexResult Relation Retraction RetryResult ScopeSummary ScoreComponents"
+        " Status TombstoneImport TurnEnd"
     ),
-    "tokens": ("TokenCounter", "estimate_tokens"),
+    "tokens": "TokenCounter estimate_tokens",
 }
-"""The module each public name lives in (the imports above, for type checkers)."""
+"""The module each public name lives in, its names separated by spaces (the imports above,
+for type checkers)."""
 
-_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names.split()}
 
 
 __all__ = [

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from .llm.local_server import JSONHandler
 from .search.text import tokens
 
 if TYPE_CHECKING:
@@ -127,9 +128,7 @@ class FakeOpenAI:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
+        class Handler(JSONHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -142,14 +141,6 @@ class FakeOpenAI:
                 finally:
                     with fake._lock:
                         fake.in_flight -= 1
-                payload = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # stdout and stderr stay clean
+                self.answer(status, answer)
 
         return Handler

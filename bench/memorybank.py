@@ -62,25 +62,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import anyio
+import common
 import httpx
-from common import (
-    BASELINES,
-    Baselines,
-    Scores,
-    add_embedding_arguments,
-    amem_modes,
-    build,
-    default_mode,
-    describe_settings,
-    dump,
-    embedding_settings,
-    method_name,
-    print_runtime,
-    print_scores,
-    print_targets,
-    recall_ids,
-    record,
-)
 from reporting import add_results_argument, recorded
 
 import amem
@@ -369,7 +352,7 @@ async def ingest(scope: amem.Scope, user: User) -> None:
 
 @dataclass(slots=True)
 class Run:
-    scores: dict[str, Scores]
+    scores: dict[str, common.Scores]
     timings: dict[str, float]
     memories: int = 0
     embedded: int = 0
@@ -377,16 +360,19 @@ class Run:
 
 async def run(db_path: Path, settings: amem.Settings, users: Sequence[User]) -> Run:
     timings: dict[str, float] = {}
-    modes = amem_modes()
-    scores = {name: Scores() for name in [method_name(m) for m in modes] + list(BASELINES)}
+    modes = common.amem_modes()
+    scores = {
+        name: common.Scores()
+        for name in [common.method_name(m) for m in modes] + list(common.BASELINES)
+    }
     result = Run(scores, timings)
     async with amem.open(db_path, settings=settings) as mem, httpx.AsyncClient() as client:
         scopes = {user.name: user for user in users}
-        result.memories, result.embedded = await build(mem, PERSONA, scopes, ingest, timings)
+        result.memories, result.embedded = await common.build(mem, PERSONA, scopes, ingest, timings)
         started = time.perf_counter()
         for user in users:
             docs = [(m.event_id, m.text) for m in user.messages]
-            baselines = await Baselines.build(client, settings, docs)
+            baselines = await common.Baselines.build(client, settings, docs)
             texts = [q.text for q in user.questions]
             vectors = await embed(client, settings, texts, query=True)
             for q, vector in zip(user.questions, vectors, strict=True):
@@ -399,9 +385,9 @@ async def run(db_path: Path, settings: amem.Settings, users: Sequence[User]) -> 
         for user in users:
             scope = mem.scope(PERSONA, user.name)
             for mode in modes:
-                method = scores[method_name(mode)]
+                method = scores[common.method_name(mode)]
                 for q in user.questions:
-                    ranked = await recall_ids(scope, q.text, mode, user.as_of, method)
+                    ranked = await common.recall_ids(scope, q.text, mode, user.as_of, method)
                     method.add(q.key, q.text, q.categories, q.evidence, ranked)
         timings["amem_s"] = time.perf_counter() - started
     return result
@@ -442,12 +428,12 @@ def report(
         "questions by number of evidence messages: "
         + ", ".join(f"{k}: {n}" for k, n in sorted(sizes.items()))
     )
-    print(describe_settings(settings) + f"; default mode: {default_mode()}")
-    summaries = print_scores(result.scores, CATEGORIES)
-    targets = print_targets(summaries)
-    print_runtime(total_s, result.timings)
+    print(common.describe_settings(settings) + f"; default mode: {common.default_mode()}")
+    summaries = common.print_scores(result.scores, CATEGORIES)
+    targets = common.print_targets(summaries)
+    common.print_runtime(total_s, result.timings)
     for name, scores in result.scores.items():
-        line = record(
+        line = common.record(
             "memorybank",
             name,
             scores,
@@ -465,7 +451,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", type=Path, help="the memorybank folder")
     parser.add_argument("--users", type=int, default=None, help="only the first N users")
-    add_embedding_arguments(parser, required=False)
+    common.add_embedding_arguments(parser, required=False)
     parser.add_argument("--labels", action="store_true", help="print every label and stop")
     parser.add_argument("--dump", type=Path, help="write every question's results here")
     parser.add_argument("--db", type=Path, default=None, help="database file (default: temporary)")
@@ -483,12 +469,12 @@ def main() -> None:
         db_path = args.db or Path(tmp) / "memorybank.db"
         if db_path.exists():
             raise SystemExit(f"{db_path} exists; the bench needs a fresh database")
-        with embedding_settings(args) as settings:
+        with common.embedding_settings(args) as settings:
             result = anyio.run(run, db_path, settings, users)
     with recorded("memorybank", args.results):
         report(result, users, skipped, settings, args, time.perf_counter() - started)
     if args.dump:
-        dump(args.dump, "memorybank", result.scores)
+        common.dump(args.dump, "memorybank", result.scores)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from agents import Agent, RunConfig, Runner, TResponseInputItem
+from agents import Agent, RunConfig, Runner, RunResult, TResponseInputItem
 from agents.items import ModelResponse
 from agents.memory import SessionSettings
 from agents.models.interface import Model
@@ -226,15 +227,26 @@ class ScriptedModel(Model):
         raise NotImplementedError
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the SDK's Runner is asyncio-only
-async def test_an_agent_run_remembers_the_conversation(scope: amem.Scope) -> None:
-    model = ScriptedModel("Noted: Hangzhou.", "You live in Hangzhou.")
+def agent_runs(
+    scope: amem.Scope, model: ScriptedModel
+) -> tuple[Callable[[str], Awaitable[RunResult]], AmemSession]:
+    """A turn of an agent on ``model`` whose session is ``chat-1`` in amem, and that session."""
     agent = Agent(name="helper", instructions="Be brief.", model=model)
     session = AmemSession(scope, "chat-1")
     config = RunConfig(tracing_disabled=True)
-    await Runner.run(agent, "我搬到杭州了", session=session, run_config=config)
-    second = await Runner.run(agent, "Where do I live?", session=session, run_config=config)
-    assert second.final_output == "You live in Hangzhou."
+
+    async def run(said: str) -> RunResult:
+        return await Runner.run(agent, said, session=session, run_config=config)
+
+    return run, session
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the SDK's Runner is asyncio-only
+async def test_an_agent_run_remembers_the_conversation(scope: amem.Scope) -> None:
+    model = ScriptedModel("Noted: Hangzhou.", "You live in Hangzhou.")
+    run, session = agent_runs(scope, model)
+    await run("我搬到杭州了")
+    assert (await run("Where do I live?")).final_output == "You live in Hangzhou."
     history = await session.get_items()
     assert history[0] == {"role": "user", "content": "我搬到杭州了"}
     assert history[2] == {"role": "user", "content": "Where do I live?"}
@@ -246,12 +258,10 @@ async def test_an_agent_run_remembers_the_conversation(scope: amem.Scope) -> Non
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the SDK's Runner is asyncio-only
 async def test_what_an_agent_recommended_is_recalled_later(scope: amem.Scope) -> None:
     model = ScriptedModel("I recommend the Longjing tea at West Lake.", "Enjoy!")
-    agent = Agent(name="helper", instructions="Be brief.", model=model)
-    session = AmemSession(scope, "chat-1")
-    config = RunConfig(tracing_disabled=True)
-    await Runner.run(agent, "What should I drink in Hangzhou?", session=session, run_config=config)
+    run, session = agent_runs(scope, model)
+    await run("What should I drink in Hangzhou?")
     items = await session.get_items()
-    await Runner.run(agent, "Thanks", session=session, run_config=config)
+    await run("Thanks")
     assert model.inputs[1][:2] == items  # the reply came back to the model as it was
     assert (await session.get_items())[:2] == items
     hits = (await scope.recall("what did you recommend")).items

@@ -41,6 +41,7 @@ READ_ONLY_LINES = {
     "consolidate --dry-run": ["consolidate", "--dry-run"],
     "compact-working --dry-run": ["compact-working", "chat-7", "--dry-run"],
     "erase": ["erase", "--everything"],
+    "erase --dry-run": ["erase", "--everything", "--dry-run"],
 }
 
 

@@ -15,6 +15,81 @@ if TYPE_CHECKING:
     from ..models import Capacity, Listing, ScopeSummary, Status
 
 
+async def run_list(args: argparse.Namespace) -> int:
+    if args.what not in ("memories", "events", "scopes"):  # checked here: argparse echoes it
+        raise InvalidInput("WHAT must be memories, events or scopes")
+    if args.what != "scopes":
+        await answer(args, list_page, listing_lines)
+        return 0
+    filters = (args.kinds, args.roles, args.session, args.since, args.until, args.cursor, args.tier)
+    if any(value is not None for value in filters) or args.revoked or args.expired:
+        raise InvalidInput("'amem list scopes' takes no filters and no cursor")
+    await answer(args, list_scopes, lambda listed: scope_lines(listed["scopes"]))
+    return 0
+
+
+async def list_page(args: argparse.Namespace, _: Memory, scope: Scope) -> Listing:
+    return await scope.list(
+        args.what,
+        kinds=args.kinds,
+        roles=args.roles,
+        session=args.session,
+        since=args.since,
+        until=args.until,
+        include_revoked=args.revoked,
+        include_expired=args.expired,
+        tier=args.tier,
+        cursor=args.cursor,
+        limit=args.limit,
+    )
+
+
+async def list_scopes(
+    args: argparse.Namespace, memory: Memory, _: Scope
+) -> dict[str, list[ScopeSummary]]:
+    return {"scopes": await memory.scopes()}
+
+
+async def status(args: argparse.Namespace, _: Memory, scope: Scope) -> Status:
+    return await scope.status()
+
+
+async def run_limits(args: argparse.Namespace) -> int:
+    given = {
+        name: limit_value(value, option)
+        for name, value, option in (
+            ("max_events", args.max_events, "--max-events"),
+            ("max_text_bytes", args.max_text_bytes, "--max-text-bytes"),
+        )
+        if value is not None
+    }
+    if args.clear and given:
+        raise InvalidInput("--clear removes both limits; give it alone")
+
+    async def limits(args: argparse.Namespace, _: Memory, scope: Scope) -> Capacity:
+        now = (await scope.status()).capacity
+        if not (args.clear or given):
+            return now
+        merged = {"max_events": now.max_events, "max_text_bytes": now.max_text_bytes}
+        return await scope.set_limits(**({} if args.clear else merged | given))
+
+    await answer(args, limits, capacity_lines)
+    return 0
+
+
+def limit_value(value: str, option: str) -> int | None:
+    """A limit as the command line gives it: a positive integer, or ``none``."""
+    if value.strip().lower() == "none":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidInput(f"{option} must be a positive integer or 'none'") from None
+    if number < 1:
+        raise InvalidInput(f"{option} must be a positive integer or 'none'")
+    return number
+
+
 def add_commands(command: Command) -> None:
     browse = command(
         "list",
@@ -94,78 +169,3 @@ def add_commands(command: Command) -> None:
     limits.add_argument("--max-events", metavar="N", help="a number of events, or 'none'")
     limits.add_argument("--max-text-bytes", metavar="N", help="a number of bytes, or 'none'")
     limits.add_argument("--clear", action="store_true", help="remove both limits")
-
-
-async def run_list(args: argparse.Namespace) -> int:
-    if args.what not in ("memories", "events", "scopes"):  # checked here: argparse echoes it
-        raise InvalidInput("WHAT must be memories, events or scopes")
-    if args.what != "scopes":
-        await answer(args, list_page, listing_lines)
-        return 0
-    filters = (args.kinds, args.roles, args.session, args.since, args.until, args.cursor, args.tier)
-    if any(value is not None for value in filters) or args.revoked or args.expired:
-        raise InvalidInput("'amem list scopes' takes no filters and no cursor")
-    await answer(args, list_scopes, lambda listed: scope_lines(listed["scopes"]))
-    return 0
-
-
-async def list_page(args: argparse.Namespace, _: Memory, scope: Scope) -> Listing:
-    return await scope.list(
-        args.what,
-        kinds=args.kinds,
-        roles=args.roles,
-        session=args.session,
-        since=args.since,
-        until=args.until,
-        include_revoked=args.revoked,
-        include_expired=args.expired,
-        tier=args.tier,
-        cursor=args.cursor,
-        limit=args.limit,
-    )
-
-
-async def list_scopes(
-    args: argparse.Namespace, memory: Memory, _: Scope
-) -> dict[str, list[ScopeSummary]]:
-    return {"scopes": await memory.scopes()}
-
-
-async def status(args: argparse.Namespace, _: Memory, scope: Scope) -> Status:
-    return await scope.status()
-
-
-async def run_limits(args: argparse.Namespace) -> int:
-    given = {
-        name: limit_value(value, option)
-        for name, value, option in (
-            ("max_events", args.max_events, "--max-events"),
-            ("max_text_bytes", args.max_text_bytes, "--max-text-bytes"),
-        )
-        if value is not None
-    }
-    if args.clear and given:
-        raise InvalidInput("--clear removes both limits; give it alone")
-
-    async def limits(args: argparse.Namespace, _: Memory, scope: Scope) -> Capacity:
-        now = (await scope.status()).capacity
-        if not (args.clear or given):
-            return now
-        merged = {"max_events": now.max_events, "max_text_bytes": now.max_text_bytes}
-        return await scope.set_limits(**({} if args.clear else merged | given))
-
-    await answer(args, limits, capacity_lines)
-    return 0
-
-
-def limit_value(value: str, option: str) -> int | None:
-    """A limit as the command line gives it: a positive integer, or ``none``."""
-    if value.strip().lower() == "none":
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise InvalidInput(f"{option} must be a positive integer or 'none'") from None
-    if number < 1:
-        raise InvalidInput(f"{option} must be a positive integer or 'none'")
-    return number

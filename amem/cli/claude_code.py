@@ -18,50 +18,6 @@ if TYPE_CHECKING:
     from ..hosts.claude_code import Captured, LeftOut, Transcript
 
 
-def add_commands(command: Command) -> None:
-    hook = command(
-        "claude-code-hook",
-        run_claude_code_hook,
-        "capture a Claude Code session, as its hook (JSON on stdin)",
-        (
-            "Run as a Claude Code command hook (PreCompact, SessionEnd, Stop, ...): read the "
-            "hook's JSON from stdin (session_id, transcript_path) and capture the session's "
-            "transcript into the scope, its user and assistant text, each line once: only "
-            "the lines past the session's cursor are stored, so running it again stores "
-            "nothing twice. Prints nothing on stdout (Claude Code reads it); a summary goes "
-            "to stderr. Exits 0 on success and 1 on any error, never 2 (which Claude Code "
-            "reads as 'block compaction' or 'do not stop'). A long transcript is captured "
-            "for --time-limit seconds at most; what was captured stays and the next run goes "
-            "on from the cursor. With embeddings configured, what the time limit leaves "
-            f"(at most {VECTOR_WAIT_SECONDS:g} s) is spent waiting for the new vectors; "
-            "those still missing are embedded by the next process that opens the file."
-        ),
-    )
-    hook.add_argument(
-        "--time-limit",
-        metavar="SECONDS",
-        type=time_limit,
-        default=CAPTURE_SECONDS,
-        help=f"stop capturing after this long (default {CAPTURE_SECONDS:g}; keep it well "
-        "under the hook's timeout)",
-    )
-    capture = command(
-        "claude-code-capture",
-        run_claude_code_capture,
-        "capture Claude Code transcript files (a backfill)",
-        (
-            "Capture Claude Code transcript files (~/.claude/projects/PROJECT/SESSION.jsonl) "
-            "the way claude-code-hook does, e.g. sessions that ended before the hook was "
-            "set up. Each file is its session, named by the file (SESSION.jsonl), and shares "
-            "that session's cursor with the hook: nothing is stored twice."
-        ),
-    )
-    capture.add_argument("files", metavar="TRANSCRIPT", nargs="+", type=Path)
-    capture.add_argument(
-        "--session", help="the session ID (one TRANSCRIPT only; default: its file name)"
-    )
-
-
 async def run_claude_code_hook(args: argparse.Namespace) -> int:
     import anyio.to_thread
 
@@ -151,3 +107,47 @@ def warn_left_out(session: str, left_out: LeftOut) -> None:
                 f"lines {why}: lines {shown}",
                 file=sys.stderr,
             )
+
+
+def add_commands(command: Command) -> None:
+    hook = command(
+        "claude-code-hook",
+        run_claude_code_hook,
+        "capture a Claude Code session, as its hook (JSON on stdin)",
+        (
+            "Run as a Claude Code command hook (PreCompact, SessionEnd, Stop, ...): read the "
+            "hook's JSON from stdin (session_id, transcript_path) and capture the session's "
+            "transcript into the scope, its user and assistant text, each line once: only "
+            "the lines past the session's cursor are stored, so running it again stores "
+            "nothing twice. Prints nothing on stdout (Claude Code reads it); a summary goes "
+            "to stderr. Exits 0 on success and 1 on any error, never 2 (which Claude Code "
+            "reads as 'block compaction' or 'do not stop'). A long transcript is captured "
+            "for --time-limit seconds at most; what was captured stays and the next run goes "
+            "on from the cursor. With embeddings configured, what the time limit leaves "
+            f"(at most {VECTOR_WAIT_SECONDS:g} s) is spent waiting for the new vectors; "
+            "those still missing are embedded by the next process that opens the file."
+        ),
+    )
+    hook.add_argument(
+        "--time-limit",
+        metavar="SECONDS",
+        type=time_limit,
+        default=CAPTURE_SECONDS,
+        help=f"stop capturing after this long (default {CAPTURE_SECONDS:g}; keep it well "
+        "under the hook's timeout)",
+    )
+    capture = command(
+        "claude-code-capture",
+        run_claude_code_capture,
+        "capture Claude Code transcript files (a backfill)",
+        (
+            "Capture Claude Code transcript files (~/.claude/projects/PROJECT/SESSION.jsonl) "
+            "the way claude-code-hook does, e.g. sessions that ended before the hook was "
+            "set up. Each file is its session, named by the file (SESSION.jsonl), and shares "
+            "that session's cursor with the hook: nothing is stored twice."
+        ),
+    )
+    capture.add_argument("files", metavar="TRANSCRIPT", nargs="+", type=Path)
+    capture.add_argument(
+        "--session", help="the session ID (one TRANSCRIPT only; default: its file name)"
+    )

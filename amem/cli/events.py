@@ -19,6 +19,7 @@ from ..limits import (
     SUBMITTABLE_CATEGORIES,
 )
 from .common import Command, dry_run_note, handler, opened, progress, read_text, show
+from .options import add_confirmation
 from .show import (
     LINE_CHARS,
     PREVIEW_ITEMS,
@@ -198,11 +199,7 @@ def add_commands(command: Command) -> None:
     target.add_argument(
         "--memory", dest="memory_id", metavar="ID", help="erase the event this memory came from"
     )
-    how = delete.add_mutually_exclusive_group()
-    how.add_argument("--yes", action="store_true", help="erase (default: a preview)")
-    how.add_argument(
-        "--dry-run", action="store_true", help="a preview, as without --yes (kept for scripts)"
-    )
+    add_confirmation(delete, "erase")
 
     erase = command(
         "erase",
@@ -227,7 +224,7 @@ def add_commands(command: Command) -> None:
     erase.add_argument(
         "--tombstones-from", metavar="ARCHIVE", type=Path, help="apply an archive's tombstones"
     )
-    erase.add_argument("--yes", action="store_true", help="erase (default: a preview)")
+    add_confirmation(erase, "erase")
 
 
 async def submit_event(args: argparse.Namespace, _: Memory, scope: Scope) -> EventReceipt:

@@ -46,6 +46,16 @@ def only_reads(args: argparse.Namespace) -> bool:
     return command in READ_ONLY_COMMANDS
 
 
+def add_confirmation(parser: argparse.ArgumentParser, verb: str) -> None:
+    """``--yes`` to {verb}; without it the command is a preview that changes nothing
+    (``only_reads``). ``--dry-run`` asks for the preview by name, for scripts."""
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--yes", action="store_true", help=f"{verb} (default: a preview)")
+    how.add_argument(
+        "--dry-run", action="store_true", help="a preview, as without --yes (kept for scripts)"
+    )
+
+
 def database_path(args: argparse.Namespace, settings: Settings) -> Path:
     """``--db``, else ``$AMEM_DB``, else the platform default, with ``~`` expanded (a
     quoted ``--db=~/memory.db`` reaches amem unexpanded)."""

@@ -14,52 +14,6 @@ if TYPE_CHECKING:
     from ..models import Persona
 
 
-def add_commands(command: Command) -> None:
-    persona = command(
-        "persona",
-        run_persona_help,
-        "show and edit personas (CLI only)",
-        (
-            "Persona versions are immutable; 'set' and 'rollback' append a version. MCP hosts "
-            "can only read personas."
-        ),
-    )
-    actions = persona.add_subparsers(dest="action", metavar="ACTION")
-    common = common_options()
-    for name, run, summary in (
-        (
-            "show",
-            handler(show_persona, lambda p: f"{p.persona} v{p.version}: {p.text}"),
-            "print a persona (latest or --version)",
-        ),
-        ("set", run_persona_set, "append a version with new text"),
-        ("history", handler(persona_history, history_lines), "list every version"),
-        (
-            "rollback",
-            handler(rollback_persona, lambda p: f"{p.persona} is now v{p.version} ({p.note})"),
-            "append a version equal to an old one",
-        ),
-    ):
-        sub = actions.add_parser(name, help=summary, description=summary, parents=[common])
-        sub.set_defaults(run=run, help_parser=sub)
-        sub.add_argument("name", metavar="NAME", nargs="?", help="persona ID (default: --persona)")
-        if name == "show":
-            sub.add_argument("--version", type=int, dest="persona_version")
-        if name == "set":
-            sub.add_argument(
-                "text", metavar="TEXT", nargs="?", help="new text ('-' or none: stdin)"
-            )
-            sub.description = (
-                "Append a version with new text: 'set TEXT' (to the --persona persona), "
-                "'set NAME TEXT' or 'set [NAME] --file PATH'. One word alone is TEXT, "
-                "unless --file gives the text; no TEXT, or '-', reads stdin."
-            )
-            sub.add_argument("--file", type=Path, help="read the text from a file")
-            sub.add_argument("--note")
-        if name == "rollback":
-            sub.add_argument("persona_version", metavar="VERSION", type=int)
-
-
 async def run_persona_help(args: argparse.Namespace) -> int:
     args.help_parser.print_help()
     return 2
@@ -114,3 +68,49 @@ def history_lines(history: dict[str, list[Persona]]) -> str:
 
 async def rollback_persona(args: argparse.Namespace, memory: Memory, _: Scope) -> Persona:
     return await memory.rollback_persona(persona_name(args), args.persona_version)
+
+
+def add_commands(command: Command) -> None:
+    persona = command(
+        "persona",
+        run_persona_help,
+        "show and edit personas (CLI only)",
+        (
+            "Persona versions are immutable; 'set' and 'rollback' append a version. MCP hosts "
+            "can only read personas."
+        ),
+    )
+    actions = persona.add_subparsers(dest="action", metavar="ACTION")
+    common = common_options()
+    for name, run, summary in (
+        (
+            "show",
+            handler(show_persona, lambda p: f"{p.persona} v{p.version}: {p.text}"),
+            "print a persona (latest or --version)",
+        ),
+        ("set", run_persona_set, "append a version with new text"),
+        ("history", handler(persona_history, history_lines), "list every version"),
+        (
+            "rollback",
+            handler(rollback_persona, lambda p: f"{p.persona} is now v{p.version} ({p.note})"),
+            "append a version equal to an old one",
+        ),
+    ):
+        sub = actions.add_parser(name, help=summary, description=summary, parents=[common])
+        sub.set_defaults(run=run, help_parser=sub)
+        sub.add_argument("name", metavar="NAME", nargs="?", help="persona ID (default: --persona)")
+        if name == "show":
+            sub.add_argument("--version", type=int, dest="persona_version")
+        if name == "set":
+            sub.add_argument(
+                "text", metavar="TEXT", nargs="?", help="new text ('-' or none: stdin)"
+            )
+            sub.description = (
+                "Append a version with new text: 'set TEXT' (to the --persona persona), "
+                "'set NAME TEXT' or 'set [NAME] --file PATH'. One word alone is TEXT, "
+                "unless --file gives the text; no TEXT, or '-', reads stdin."
+            )
+            sub.add_argument("--file", type=Path, help="read the text from a file")
+            sub.add_argument("--note")
+        if name == "rollback":
+            sub.add_argument("persona_version", metavar="VERSION", type=int)

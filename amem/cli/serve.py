@@ -13,6 +13,21 @@ if TYPE_CHECKING:
     from ..config import Settings
 
 
+async def run_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from ..server import serve
+
+    serve.configure_logging(getattr(logging, args.log_level))
+
+    def configure() -> tuple[Path, Settings]:  # once initialize is answered: pydantic loads
+        settings = settings_for(args)
+        return database_path(args, settings), settings
+
+    await serve.serve(configure)
+    return 0
+
+
 def add_commands(command: Command) -> None:
     serve = command(
         "serve",
@@ -30,18 +45,3 @@ def add_commands(command: Command) -> None:
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="stderr log level",
     )
-
-
-async def run_serve(args: argparse.Namespace) -> int:
-    import logging
-
-    from ..server import serve
-
-    serve.configure_logging(getattr(logging, args.log_level))
-
-    def configure() -> tuple[Path, Settings]:  # once initialize is answered: pydantic loads
-        settings = settings_for(args)
-        return database_path(args, settings), settings
-
-    await serve.serve(configure)
-    return 0

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..limits import DEFAULT_KEEP_NOTES
 from .common import Command, dry_run_note, handler
+from .options import add_confirmation
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -40,11 +41,7 @@ def add_commands(command: Command) -> None:
             "Without --yes it is a preview: it lists what would change and changes nothing."
         ),
     )
-    how = consolidate.add_mutually_exclusive_group()
-    how.add_argument("--yes", action="store_true", help="apply (default: a preview)")
-    how.add_argument(
-        "--dry-run", action="store_true", help="a preview, as without --yes (kept for scripts)"
-    )
+    add_confirmation(consolidate, "apply")
 
     compact = command(
         "compact-working",

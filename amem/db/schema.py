@@ -311,6 +311,36 @@ insert into scope_usage (persona, project, events, memories, text_bytes, token_b
 """Fills an empty ``scope_usage`` from the rows (the migration; ``doctor`` recounts)."""
 
 
+def _text_usage_triggers(table: str) -> tuple[str, ...]:
+    """The triggers that keep ``scope_usage``'s row count and text bytes for ``table``
+    (``events`` or ``memories``: the column of the count is the table's name)."""
+    return (
+        f"""
+    create trigger {table}_usage_added after insert on {table} begin
+        insert into scope_usage (persona, project, {table}, text_bytes)
+        values (new.persona, new.project, 1, length(cast(new.text as blob)))
+        on conflict (persona, project) do update set
+            {table} = {table} + 1, text_bytes = text_bytes + excluded.text_bytes;
+    end
+    """,
+        f"""
+    create trigger {table}_usage_removed after delete on {table} begin
+        update scope_usage
+        set {table} = {table} - 1, text_bytes = text_bytes - length(cast(old.text as blob))
+        where persona = old.persona and project = old.project;
+    end
+    """,
+        f"""
+    create trigger {table}_usage_changed after update of text on {table} begin
+        update scope_usage
+        set text_bytes = text_bytes - length(cast(old.text as blob))
+            + length(cast(new.text as blob))
+        where persona = old.persona and project = old.project;
+    end
+    """,
+    )
+
+
 V7 = (
     """
     create table scope_usage (
@@ -324,52 +354,8 @@ V7 = (
     ) without rowid
     """,
     COUNT_USAGE,
-    """
-    create trigger events_usage_added after insert on events begin
-        insert into scope_usage (persona, project, events, text_bytes)
-        values (new.persona, new.project, 1, length(cast(new.text as blob)))
-        on conflict (persona, project) do update set
-            events = events + 1, text_bytes = text_bytes + excluded.text_bytes;
-    end
-    """,
-    """
-    create trigger events_usage_removed after delete on events begin
-        update scope_usage
-        set events = events - 1, text_bytes = text_bytes - length(cast(old.text as blob))
-        where persona = old.persona and project = old.project;
-    end
-    """,
-    """
-    create trigger events_usage_changed after update of text on events begin
-        update scope_usage
-        set text_bytes = text_bytes - length(cast(old.text as blob))
-            + length(cast(new.text as blob))
-        where persona = old.persona and project = old.project;
-    end
-    """,
-    """
-    create trigger memories_usage_added after insert on memories begin
-        insert into scope_usage (persona, project, memories, text_bytes)
-        values (new.persona, new.project, 1, length(cast(new.text as blob)))
-        on conflict (persona, project) do update set
-            memories = memories + 1, text_bytes = text_bytes + excluded.text_bytes;
-    end
-    """,
-    """
-    create trigger memories_usage_removed after delete on memories begin
-        update scope_usage
-        set memories = memories - 1, text_bytes = text_bytes - length(cast(old.text as blob))
-        where persona = old.persona and project = old.project;
-    end
-    """,
-    """
-    create trigger memories_usage_changed after update of text on memories begin
-        update scope_usage
-        set text_bytes = text_bytes - length(cast(old.text as blob))
-            + length(cast(new.text as blob))
-        where persona = old.persona and project = old.project;
-    end
-    """,
+    *_text_usage_triggers("events"),
+    *_text_usage_triggers("memories"),
     """
     create trigger search_docs_usage_added after insert on search_docs begin
         insert into scope_usage (persona, project, token_bytes)
@@ -423,19 +409,24 @@ V8 = (
     """,
 )
 
+
+def _counter(trigger: str, event: str, table: str, update: str) -> str:
+    """A trigger that runs ``update`` (a one-row counter's) after each ``event`` on ``table``."""
+    return f"""
+    create trigger {trigger} after {event} on {table} begin
+        {update};
+    end
+    """
+
+
+COUNT_REMOVAL = "update index_removals set removed = removed + 1"
+COUNT_ERASURE = "update scrubs set erased = erased + 1"
+
 V9 = (
     "create table index_removals (removed integer not null)",
     "insert into index_removals (removed) values (0)",
-    """
-    create trigger search_docs_removed after delete on search_docs begin
-        update index_removals set removed = removed + 1;
-    end
-    """,
-    """
-    create trigger search_docs_changed after update on search_docs begin
-        update index_removals set removed = removed + 1;
-    end
-    """,
+    _counter("search_docs_removed", "delete", "search_docs", COUNT_REMOVAL),
+    _counter("search_docs_changed", "update", "search_docs", COUNT_REMOVAL),
 )
 """One row: search documents removed or changed since the file reached v9."""
 
@@ -448,16 +439,8 @@ V10 = (
     """,
     "create table scrubs (erased integer not null, scrubbed integer not null)",
     "insert into scrubs (erased, scrubbed) values (0, 0)",
-    """
-    create trigger events_erased after delete on events begin
-        update scrubs set erased = erased + 1;
-    end
-    """,
-    """
-    create trigger memories_erased after delete on memories begin
-        update scrubs set erased = erased + 1;
-    end
-    """,
+    _counter("events_erased", "delete", "events", COUNT_ERASURE),
+    _counter("memories_erased", "delete", "memories", COUNT_ERASURE),
 )
 """``temp_files``: the temporary files exports and backups of this database are writing
 (each beside its target): one a killed process left is removed by the next process that

@@ -80,13 +80,27 @@ class Server(ThreadingHTTPServer):
         pass  # a client that went away (amem cancelled a call) is no error here
 
 
-class Handler(BaseHTTPRequestHandler):
+class JSONHandler(BaseHTTPRequestHandler):
+    """Answers in JSON over keep-alive HTTP/1.1 and logs nothing (stdout and stderr are
+    amem's)."""
+
     protocol_version = "HTTP/1.1"  # keep-alive: amem's client reuses its connection
     disable_nagle_algorithm = True  # the body, written after the headers, goes out at once
-    server: Server
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+    def answer(self, status: int, body: Any) -> None:
+        encoded = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(encoded)))
+        self.end_headers()
+        self.wfile.write(encoded)
+
+
+class Handler(JSONHandler):
+    server: Server
 
     def do_GET(self) -> None:
         if self.path == "/health":
@@ -116,14 +130,6 @@ class Handler(BaseHTTPRequestHandler):
             for n, vector in enumerate(vectors)
         ]
         self.answer(200, {"object": "list", "data": data, "model": "multilingual-e5-small"})
-
-    def answer(self, status: int, body: dict[str, Any]) -> None:
-        encoded = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(encoded)))
-        self.end_headers()
-        self.wfile.write(encoded)
 
 
 def main() -> None:

@@ -101,6 +101,14 @@ class Served:
         held = await scope._read(capacity.usage)
         return held.events == 0 and held.memories == 0
 
+    async def write(self, args: Args, call: Callable[[Scope], Awaitable[BaseModel]]) -> Any:
+        """``call``'s result in the asked scope, with ``new_scope: true`` when the scope was
+        new (``is_new``)."""
+        scope = self.scope(args)
+        new = await self.is_new(scope)
+        result = await call(scope)
+        return jsonable(result) | {"new_scope": True} if new else result
+
 
 ArgsT = TypeVar("ArgsT", bound=Args)
 Handler = Callable[[Served, ArgsT], Awaitable[Any]]
@@ -181,9 +189,7 @@ class EventSubmit(Args):
 @tool("Store message", read_only=False, idempotent=False)
 async def event_submit(served: Served, args: EventSubmit) -> Any:
     """Store a message as said; returns at once; an event_id may be resent."""
-    scope = served.scope(args)
-    new = await served.is_new(scope)
-    return with_new_scope(await scope.submit_event(**args.keywords()), new)
+    return await served.write(args, lambda scope: scope.submit_event(**args.keywords()))
 
 
 class MemoryAdd(Args):
@@ -297,9 +303,7 @@ class CheckpointSave(Args):
 @tool("Save checkpoint", read_only=False, idempotent=False)
 async def checkpoint_save(served: Served, args: CheckpointSave) -> Any:
     """Where a session's task stands; session_resume starts there."""
-    scope = served.scope(args)
-    new = await served.is_new(scope)
-    return with_new_scope(await scope.save_checkpoint(**args.keywords()), new)
+    return await served.write(args, lambda scope: scope.save_checkpoint(**args.keywords()))
 
 
 class SessionResume(Args):
@@ -451,11 +455,6 @@ def tool_schema(tool: Tool) -> dict[str, Any]:
         "inputSchema": lean_schema(tool.args.model_json_schema(), hidden=hidden),
         "annotations": {name: hint for name, hint in hints.items() if hint is not None},
     }
-
-
-def with_new_scope(result: BaseModel, new: bool) -> Any:
-    """A write's result, with ``new_scope: true`` when ``Served.is_new`` said so."""
-    return jsonable(result) | {"new_scope": True} if new else result
 
 
 def encode(result: Any) -> str:
