@@ -472,6 +472,11 @@ LIST_ANSWER_BYTES = TOOLS_LIST_MAX_BYTES
 """At most what one ``tools/list`` answer takes (a 50-byte request): the cheapest flood."""
 
 
+QUICK_STALL = ("--stall-seconds", "1")
+"""A client that reads nothing is given up on after 1 s instead of 10: the same waiting and
+dropping, sooner."""
+
+
 async def test_a_client_that_sends_without_reading_is_slowed_not_fed_memory(
     anyio_backend: str, db_path: Path, tmp_path: Path
 ) -> None:
@@ -480,7 +485,9 @@ async def test_a_client_that_sends_without_reading_is_slowed_not_fed_memory(
     ``MAX_WAITING_BYTES``; a client that takes nothing for a while has its answers dropped,
     every request is still carried out, and the server exits when stdin closes."""
     log = tmp_path / "server.log"
-    async with raw_server(db_path, other(anyio_backend), log, read_stdout=False) as wire:
+    async with raw_server(
+        db_path, other(anyio_backend), log, read_stdout=False, extra_args=QUICK_STALL
+    ) as wire:
         warm_up = wire.call("event_submit", text="热身", role="user", event_id="w")[1]
         await wire.send(warm_up)  # stored once jieba is loaded (70 MB): part of the baseline
         await wait_for_events(db_path, 1)
@@ -507,7 +514,9 @@ async def test_a_client_that_never_reads_does_not_keep_the_server_alive_after_st
     """More answers than a pipe holds, never read, then stdin closes: the server waits a
     bounded time for the client, drops the answers and exits; the writes stay committed."""
     log = tmp_path / "server.log"
-    async with raw_server(db_path, other(anyio_backend), log, read_stdout=False) as wire:
+    async with raw_server(
+        db_path, other(anyio_backend), log, read_stdout=False, extra_args=QUICK_STALL
+    ) as wire:
         requests = [wire.request("tools/list")[1] for _ in range(100)]
         requests += [
             wire.call("event_submit", text=f"note {n}", role="user", event_id=f"{n}")[1]

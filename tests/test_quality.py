@@ -1,7 +1,7 @@
 """Retrieval quality as a test: on a fixed slice of real conversations, amem finds the right
 memory at least as often as the plain baselines computed in the same test.
 
-The slice is the first two LoCoMo conversations (230 questions) and the whole of
+The slice is the first LoCoMo conversation (149 questions) and the whole of
 MADial-Bench English (160 dialogues, asked as the last turn and as the last four turns).
 ``bench/quality.py`` runs it exactly as it runs the whole suite: the same loaders, the same
 ingest through the public API, the same baselines over the same texts and the same
@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import quality  # noqa: E402  (bench/quality.py: the suite this test is a slice of)
 from embed_cache import local_embedder  # noqa: E402
 
-LOCOMO_CONVERSATIONS = 2
-"""The first two (conv-26, conv-30): 788 turns, 230 questions."""
+LOCOMO_CONVERSATIONS = 1
+"""The first (conv-26): 419 turns, 149 questions."""
 
 
 def data_folder() -> Path:
@@ -81,7 +81,7 @@ def test_recall_finds_the_right_turn_at_least_as_often_as_plain_baselines(
 ) -> None:
     rows = anyio.run(measure, [the_slice(data_folder(), name)], tmp_path)
     assert {(row.corpus, row.style) for row in rows} == {(name, style) for style in STYLES[name]}
-    assert sum(row.n for row in rows if row.corpus == "locomo") == (230 if name == "locomo" else 0)
+    assert sum(row.n for row in rows if row.corpus == "locomo") == (149 if name == "locomo" else 0)
     short = [
         f"{row.corpus} {row.style}: {method} {note}"
         for row in rows

@@ -13,6 +13,7 @@ from ..errors import InvalidInput
 from ..limits import CAPTURE_SECONDS, MAX_TRANSCRIPT_LINE_BYTES, VECTOR_WAIT_SECONDS
 from .common import Command, opened, progress, show, wait_for_vectors
 from .ingest import capture_line
+from .options import seconds
 
 if TYPE_CHECKING:
     from ..hosts.claude_code import Captured, LeftOut, Transcript
@@ -83,17 +84,6 @@ def session_line(session: str, done: Captured, time_limit: float | None) -> str:
     return line
 
 
-def time_limit(value: str) -> float:
-    """``--time-limit``: seconds, 0 or more (0: one slice)."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds <= 3_600:
-        raise argparse.ArgumentTypeError("must be a number of seconds from 0 to 3600")
-    return seconds
-
-
 def warn_left_out(session: str, left_out: LeftOut) -> None:
     """On stderr: the transcript's lines left out because they cannot be read."""
     for numbers, why in (
@@ -131,7 +121,7 @@ def add_commands(command: Command) -> None:
     hook.add_argument(
         "--time-limit",
         metavar="SECONDS",
-        type=time_limit,
+        type=seconds(0, 3_600),  # 0: one slice
         default=CAPTURE_SECONDS,
         help=f"stop capturing after this long (default {CAPTURE_SECONDS:g}; keep it well "
         "under the hook's timeout)",

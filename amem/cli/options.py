@@ -5,6 +5,8 @@ plain dates as every surface does (``inputs.parse_time``)."""
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -54,6 +56,22 @@ def add_confirmation(parser: argparse.ArgumentParser, verb: str) -> None:
     how.add_argument(
         "--dry-run", action="store_true", help="a preview, as without --yes (kept for scripts)"
     )
+
+
+def seconds(least: float, most: float, *, above: bool = False) -> Callable[[str], float]:
+    """An argparse type: a number of seconds from ``least`` (or ``above`` it) to ``most``."""
+    lowest = f"above {least:g}" if above else f"from {least:g}"
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not ((number > least if above else number >= least) and number <= most):
+            raise argparse.ArgumentTypeError(f"must be a number of seconds {lowest} to {most:g}")
+        return number
+
+    return parse
 
 
 def database_path(args: argparse.Namespace, settings: Settings) -> Path:

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..limits import STALL_SECONDS
 from .common import Command, settings_for
-from .options import database_path
+from .options import database_path, seconds
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -24,7 +25,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         settings = settings_for(args)
         return database_path(args, settings), settings
 
-    await serve.serve(configure)
+    await serve.serve(configure, args.stall_seconds)
     return 0
 
 
@@ -44,4 +45,14 @@ def add_commands(command: Command) -> None:
         default="WARNING",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="stderr log level",
+    )
+    serve.add_argument(
+        "--stall-seconds",
+        type=seconds(0, STALL_SECONDS, above=True),
+        default=STALL_SECONDS,
+        metavar="S",
+        help=(
+            f"drop the answers of a host that reads none for S seconds (0 < S <= "
+            f"{STALL_SECONDS:g}, the default)"
+        ),
     )

@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from ..limits import STALL_SECONDS
 from ..tools.instructions import INSTRUCTIONS
 from ..version import __version__
 from . import session
@@ -33,12 +34,13 @@ Configure = Callable[[], tuple[Path, "Settings"]]
 """Gives the database file and the settings (reading them loads pydantic)."""
 
 
-async def serve(configure: Configure) -> None:
+async def serve(configure: Configure, stall_seconds: float = STALL_SECONDS) -> None:
     """Speak MCP on stdin/stdout until stdin closes; stdout carries JSON-RPC only. A
     failure to configure or open the database is raised as itself."""
     wire = protect_stdout()
+    backend = partial(tools, configure)
     try:
-        await session.serve(SERVER, partial(tools, configure), sys.stdin.fileno(), wire.fileno())
+        await session.serve(SERVER, backend, sys.stdin.fileno(), wire.fileno(), stall_seconds)
     except BaseExceptionGroup as group:  # task groups' (nested): one failure, as itself
         error: BaseException = group
         while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:

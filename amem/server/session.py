@@ -39,6 +39,7 @@ import anyio
 import anyio.abc
 
 from ..json_input import parse_json
+from ..limits import STALL_SECONDS
 from . import stdio
 
 log = logging.getLogger("amem")
@@ -57,8 +58,8 @@ and 2025-06-18 removed batches. ``test_mcp_protocol`` fails once the installed S
 newer revision: review it the same way before adding it here."""
 EXIT_SECONDS = 60.0
 """The server exits at most this long after end of input: ``DRAIN_SECONDS``, then
-``STOP_SECONDS``, then at most ``stdio.STALL_SECONDS`` for the answers to be read, and the
-rest (seconds to spare) to close the database."""
+``STOP_SECONDS``, then at most ``limits.STALL_SECONDS`` (``--stall-seconds`` is never more) for
+the answers to be read, and the rest (seconds to spare) to close the database."""
 DRAIN_SECONDS = 40.0
 """How long end of input waits for the answers to requests still running."""
 STOP_SECONDS = 5.0
@@ -114,11 +115,13 @@ async def serve(
     backend: Callable[[], AbstractAsyncContextManager[Tools]],
     stdin_fd: int,
     wire_fd: int,
+    stall_seconds: float = STALL_SECONDS,
 ) -> None:
     """Answer MCP requests read from ``stdin_fd`` on ``wire_fd`` until end of input, with
-    the tools ``backend`` opens (and closes after the last answer)."""
+    the tools ``backend`` opens (and closes after the last answer); a client that reads
+    nothing for ``stall_seconds`` is taken as gone (``stdio.Outbox``)."""
     ended, closed = anyio.Event(), anyio.Event()
-    async with stdio.outbox(wire_fd) as out, anyio.create_task_group() as tg:
+    async with stdio.outbox(wire_fd, stall_seconds) as out, anyio.create_task_group() as tg:
         session = Session(server, out.send, tg)
 
         async def provide() -> None:

@@ -8,9 +8,9 @@ a worker thread, which works everywhere.
 
 The answers waiting for the wire are bounded: past ``MAX_WAITING_BYTES`` no more lines are
 read, so a client that sends faster than it reads is slowed down instead of filling
-memory. A reader that takes nothing for ``STALL_SECONDS`` while the server waits for it
-is taken as gone, like one that closed the pipe: what waits is dropped, and so is every
-later answer.
+memory. A reader that takes nothing for ``STALL_SECONDS`` (or ``amem serve
+--stall-seconds``) while the server waits for it is taken as gone, like one that closed the
+pipe: what waits is dropped, and so is every later answer.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from contextlib import asynccontextmanager, contextmanager
 import anyio
 import anyio.lowlevel
 
+from ..limits import STALL_SECONDS
+
 log = logging.getLogger("amem")
 
 READ_BYTES = 1 << 16
@@ -35,12 +37,6 @@ MAX_WAITING_BYTES = 4 << 20
 reads as it goes never gets near it (a pipe holds 64 KiB; the largest answer, a
 60,000-character result, is under 200 KB), and it keeps a client that never reads from
 costing more than a few MiB: one ``tools/list`` line of 50 bytes is answered with 17 KB."""
-STALL_SECONDS = 10.0
-"""How long the wire may take nothing while the server waits for it (reading held back, or
-input ended) before its reader is taken as gone. A host that reads its stdout takes bytes
-within milliseconds; one that still sends, or closed stdin, and reads nothing for this
-long does not read, and would otherwise keep the server waiting forever."""
-
 POLLED, FILE, OTHER = "polled", "file", "other"
 READER_GONE = {errno.EPIPE, errno.ECONNRESET, errno.EIO}
 """Write errors that mean nobody reads the wire any more (EIO: a terminal hung up)."""
@@ -124,8 +120,9 @@ class Outbox:
     later message, as there is no one left to read it.
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, stall_seconds: float = STALL_SECONDS) -> None:
         self._fd = fd
+        self.stall_seconds = stall_seconds
         self._kind = fd_kind(fd)
         self._queued: list[bytes] = []
         self._waiting = 0
@@ -152,10 +149,12 @@ class Outbox:
     async def _wait_for(self, done: Callable[[], bool]) -> None:
         while not (self._gone or done()):
             self._wrote = anyio.Event()
-            with anyio.move_on_after(STALL_SECONDS) as stalled:
+            with anyio.move_on_after(self.stall_seconds) as stalled:
                 await self._wrote.wait()
             if stalled.cancelled_caught:
-                log.warning("the client read no answers for %g s: they are dropped", STALL_SECONDS)
+                log.warning(
+                    "the client read no answers for %g s: they are dropped", self.stall_seconds
+                )
                 self._drop()
 
     def _drop(self) -> None:
@@ -185,17 +184,17 @@ class Outbox:
 
 
 @asynccontextmanager
-async def outbox(fd: int) -> AsyncIterator[Outbox]:
+async def outbox(fd: int, stall_seconds: float = STALL_SECONDS) -> AsyncIterator[Outbox]:
     """An ``Outbox`` for ``fd``; leaving the block writes what is still queued, for at most
-    ``STALL_SECONDS`` in all (and not once the reader is gone: see ``Outbox``), so the
+    ``stall_seconds`` in all (and not once the reader is gone: see ``Outbox``), so the
     server's exit is bounded even by a client that reads, but slowly."""
-    box = Outbox(fd)
+    box = Outbox(fd, stall_seconds)
     with nonblocking(fd, box._kind):
         async with anyio.create_task_group() as tg:
             tg.start_soon(box._write_queued)
             try:
                 yield box
-                with anyio.move_on_after(STALL_SECONDS) as late:
+                with anyio.move_on_after(stall_seconds) as late:
                     await box.flushed()
                 if late.cancelled_caught:
                     log.warning("the client read too slowly: the last answers are dropped")
