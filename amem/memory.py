@@ -119,7 +119,7 @@ from .recall import Recalled, recall_memories
 from .recall.lexical import TermCounts
 from .recall.query import RecallQuery
 from .search import index
-from .search.text import segment_off_loop, warm_up
+from .search.text import segment_off_loop
 from .store import (
     capacity,
     capture,
@@ -212,7 +212,6 @@ async def open(
         model_client(settings, http_client) as client,
         anyio.create_task_group() as tg,
     ):
-        warm_up()  # jieba loads in a daemon thread
         with anyio.CancelScope(shield=True):  # once started, these must be closed below
             db.writer.keep_up(index.merge_step)
             await tg.start(db.writer.serve)

@@ -56,7 +56,13 @@ from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite
 from amem.db.schema import migrate
 from amem.db.times import db_time, utc_now
 from amem.search.index import INSERT_DOC, INSERT_FTS, index_doc
-from amem.search.text import literal, scope_token, segment, segment_off_loop, warm_up
+from amem.search.text import (
+    literal,
+    load_whole_dictionary,
+    scope_token,
+    segment,
+    segment_off_loop,
+)
 from amem.store.events import INSERT_EVENT
 from amem.testing import database
 
@@ -229,7 +235,7 @@ def run_raw(path: Path, workload: list[list[Ev]]) -> Result:
     256 events per commit."""
     fresh_db(path)
     events = [ev for events in workload for ev in events]
-    anyio.run(warm_up)  # jieba's dictionary, loaded once per process, before timing
+    load_whole_dictionary()  # jieba's dictionary, loaded once per process, before timing
     conn = open_sqlite(str(path), readonly=False)
     try:
         start = time.perf_counter()

@@ -66,9 +66,7 @@ def settings_for(args: argparse.Namespace) -> Settings:
 @asynccontextmanager
 async def opened(args: argparse.Namespace) -> AsyncIterator[tuple[Memory, Scope]]:
     from ..memory import open as open_memory
-    from ..search import text
 
-    text.WARM_UP = False  # one command, then exit: Chinese text loads jieba when met
     settings = settings_for(args)
     path = database_path(args, settings)
     if only_reads(args):

@@ -11,24 +11,21 @@ left as they are. FTS5's ``unicode61`` tokenizer then only splits on the spaces 
 put there. Queries are built from the same tokens, each quoted as an FTS5 string literal,
 so no user text is ever executed as query syntax.
 
-jieba's dictionary (about 70 MB once loaded) is shared by every ``Memory`` of the process
-and loaded once, in a background thread, never on an event loop: ``warm_up`` starts it
-when a ``Memory`` opens, and the first tokenization waits for it. Its cache file lives in a
-private directory and its logging is quiet.
+jieba is shared by every ``Memory`` of the process and made on first use (tens of
+milliseconds): its dictionary is read word by word from a file until enough Chinese text
+makes loading the whole of it worth while (``amem.search.dictionary``). That file lives in a
+private directory, and jieba's logging is quiet.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import logging
 import os
-import pickle
 import re
 import tempfile
 import threading
-import time
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -37,6 +34,8 @@ from typing import Any
 import anyio
 import Stemmer
 
+from . import dictionary
+
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
 RUN = re.compile(rf"[{CJK}]+|[^\W_{CJK}]+")
 """A run of CJK characters, or a word of other letters and digits."""
@@ -44,23 +43,23 @@ CJK_RUN = re.compile(rf"[{CJK}]")
 LETTERS_OR_DIGITS = re.compile(r"\d+|[^\W\d_]+")
 
 _lock = threading.Lock()
-_tokenizer: object | None = None
-_warming: threading.Thread | None = None
+_tokenizer: Any = None
 _stemmers = threading.local()
 
 
 def _reset_after_fork() -> None:
-    """A child forked while a warm-up thread held the lock would wait for it forever; the
-    thread itself is not in the child."""
-    global _lock, _warming
+    """A child forked while another thread held the lock would wait for it forever, and
+    must not read the dictionary file through its parent's connection."""
+    global _lock, _tokenizer
     _lock = threading.Lock()
-    _warming = None
+    if isinstance(getattr(_tokenizer, "FREQ", None), dictionary.Lookup):
+        _tokenizer = None
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _jieba() -> object:
+def _jieba() -> Any:
     """The process-wide jieba tokenizer, initialised on first use (blocking: call it from
     a worker thread)."""
     global _tokenizer
@@ -69,7 +68,7 @@ def _jieba() -> object:
             jieba = import_jieba()
             logging.getLogger("jieba").setLevel(logging.WARNING)  # it logs to stderr at DEBUG
             tokenizer = jieba.Tokenizer()
-            load_dictionary(tokenizer, private_cache_dir() / f"jieba-{jieba.__version__}.pickle")
+            dictionary.load(tokenizer, private_cache_dir() / f"jieba-{jieba.__version__}.sqlite")
             _tokenizer = tokenizer
         return _tokenizer
 
@@ -82,47 +81,6 @@ def import_jieba() -> Any:
         warnings.simplefilter("ignore", SyntaxWarning)
         import jieba
     return jieba
-
-
-def load_dictionary(tokenizer: Any, cache: Path) -> None:
-    """Give ``tokenizer`` its prefix dictionary (about 500,000 words and prefixes) from
-    ``cache``, a pickle of it: loading it takes a third of the time jieba's own marshal
-    cache takes. Without one (or with one that does not read), jieba builds it and amem
-    writes the pickle for the next process, atomically."""
-    try:
-        with cache.open("rb") as file:
-            freq, total = pickle.load(file)  # a private folder: only its owner writes there
-        if isinstance(freq, dict) and isinstance(total, int):
-            tokenizer.FREQ, tokenizer.total, tokenizer.initialized = freq, total, True
-            return
-    except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError):
-        pass
-    tokenizer.tmp_dir = str(cache.parent)
-    tokenizer.initialize()
-    with contextlib.suppress(OSError):
-        sweep_partial_pickles(cache)
-        fd, partial = tempfile.mkstemp(dir=cache.parent, prefix=cache.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as file:
-                pickle.dump((tokenizer.FREQ, tokenizer.total), file, pickle.HIGHEST_PROTOCOL)
-            os.replace(partial, cache)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(partial)
-
-
-PARTIAL_AGE_SECONDS = 600
-"""A partial pickle this old was left by a process that exited while writing it (the
-warm-up thread is a daemon: exiting does not wait for it); writing one takes seconds."""
-
-
-def sweep_partial_pickles(cache: Path) -> None:
-    """Delete the partial pickles of ``cache`` that no process is still writing."""
-    now = time.time()
-    for partial in cache.parent.glob(f"{cache.name}*.tmp"):
-        with contextlib.suppress(OSError):
-            if now - partial.stat().st_mtime > PARTIAL_AGE_SECONDS:
-                partial.unlink()
 
 
 def private_cache_dir() -> Path:
@@ -156,11 +114,11 @@ def stem(word: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
-    """Search tokens of ``text``, in order (blocking the first time: see ``warm_up``)."""
+    """Search tokens of ``text``, in order (the first Chinese text waits for jieba)."""
     found: list[str] = []
     for run in RUN.findall(text):
         if CJK_RUN.match(run):
-            words = _jieba().cut_for_search(run)  # type: ignore[attr-defined]
+            words = _jieba().cut_for_search(run)
             found += [word for word in words if len(word) > 1]
             found += list(run)
         else:
@@ -217,21 +175,13 @@ async def segment_off_loop(texts: Sequence[str]) -> list[str]:
     return await anyio.to_thread.run_sync(segment_all, texts)
 
 
-WARM_UP = True
-"""Whether ``warm_up`` loads the dictionary: a process that runs one command and exits
-turns it off (``amem.cli``), since a load it may not need holds the interpreter lock for
-a quarter of a second while the command runs; Chinese text still loads it when met."""
-
-
-def warm_up() -> None:
-    """Start loading jieba's dictionary in the background (a ``Memory`` does on open), in
-    a daemon thread: a process that exits before it is done does not wait for it, so a
-    one-shot command that never meets Chinese text does not pay for the load at exit.
-    A process that needs it meanwhile waits for this load (``_jieba``'s lock)."""
-    global _warming
-    if WARM_UP and _tokenizer is None and _warming is None:
-        _warming = threading.Thread(target=_jieba, name="amem-jieba", daemon=True)
-        _warming.start()
+def load_whole_dictionary() -> None:
+    """Load jieba and the whole of its dictionary now (blocking), as a process does by
+    itself once it has tokenized enough Chinese (``dictionary.WHOLE_AFTER``): for a
+    benchmark that times tokenizing at full speed."""
+    freq = _jieba().FREQ
+    if isinstance(freq, dictionary.Lookup):
+        freq.load_whole()
 
 
 def scope_token(persona: str, project: str) -> str:
