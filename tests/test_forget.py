@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -449,6 +450,20 @@ async def test_an_erased_event_id_is_refused_and_nothing_is_written(db_path: Pat
         await mem.scope("assistant", "elsewhere").submit_event("hi", role="user", event_id="m-1")
     digest = tombstones.digest("assistant", "support", "m-1")
     assert rows(db_path, "select digest from erased_events") == [(digest,)]
+
+
+@pytest.mark.parametrize(
+    ("persona", "project", "event_id"),
+    [("assistant", "support", "m-1"), ("用户", 'p"q', "line\nbreak\\\u2028"), ("\x00", "", "😀")],
+)
+def test_a_tombstone_is_the_sha256_of_its_scope_and_id_as_compact_json(
+    persona: str, project: str, event_id: str
+) -> None:
+    """The form every file and archive already holds: a new way of computing it must
+    give the same bytes, or erased IDs could be stored again."""
+    key = json.dumps([persona, project, event_id], ensure_ascii=False, separators=(",", ":"))
+    expected = hashlib.sha256(key.encode("utf-8")).hexdigest()
+    assert tombstones.digest(persona, project, event_id) == expected
 
 
 async def test_host_replay_skips_and_reports_erased_entries(

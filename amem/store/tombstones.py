@@ -14,9 +14,9 @@ existence: whoever can guess an ID and its scope can check whether it was erased
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 from collections.abc import Iterable
+from json.encoder import encode_basestring as quoted  # json.dumps(ensure_ascii=False)'s
 
 from ..errors import Conflict, NotFound
 
@@ -27,8 +27,11 @@ SELECT_TOMBSTONE = "select 1 from erased_events where digest = ?"
 
 
 def digest(persona: str, project: str, event_id: str) -> str:
-    """The tombstone of event ``event_id`` of scope ``persona`` + ``project``."""
-    key = json.dumps([persona, project, event_id], ensure_ascii=False, separators=(",", ":"))
+    """The tombstone of event ``event_id`` of scope ``persona`` + ``project``: the SHA-256
+    of ``json.dumps([persona, project, event_id], ensure_ascii=False, separators=(",", ":"))``,
+    written here with json's own string encoder (the same bytes, a few times faster: every
+    stored event is checked against the tombstones)."""
+    key = f"[{quoted(persona)},{quoted(project)},{quoted(event_id)}]"
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
