@@ -30,7 +30,7 @@ import anyio
 
 from .config import Settings, default_db_path
 from .db.database import Database
-from .db.times import db_now, db_time, utc_now
+from .db.times import db_now, db_time
 from .errors import Closed, Conflict, InvalidInput, UpstreamError
 from .inputs import (
     SubmittedEvent,
@@ -1332,7 +1332,7 @@ class Scope:
     ) -> list[events.NewEvent]:
         """Validated events of this scope (``field`` names the list in errors); conversation
         text segmented for the index (the raw fallback), off the loop."""
-        now = utc_now()
+        now = db_now()  # one ingestion time for the request, written once
         many = len(items) > 1
         made = [
             self._new_event(submitted_event(item, f"{field}[{n}]" if many else ""), now)
@@ -1344,7 +1344,7 @@ class Scope:
             made[n].segmented = tokens
         return made
 
-    def _new_event(self, event: SubmittedEvent, now: datetime) -> events.NewEvent:
+    def _new_event(self, event: SubmittedEvent, now: str) -> events.NewEvent:
         extracted = event.category == "conversation" and self._runtime.settings.extraction_enabled
         return events.NewEvent(
             id=event.id or new_event_id(),
@@ -1355,9 +1355,9 @@ class Scope:
             category=event.category,
             source=event.source,
             text=event.text,
-            occurred_at=db_time(event.occurred_at or now),
+            occurred_at=now if event.occurred_at is None else db_time(event.occurred_at),
             occurred_at_given=event.occurred_at is not None,
-            ingested_at=db_time(now),
+            ingested_at=now,
             status="pending" if extracted else "stored",
         )
 

@@ -489,7 +489,7 @@ async def test_a_client_that_sends_without_reading_is_slowed_not_fed_memory(
         db_path, other(anyio_backend), log, read_stdout=False, extra_args=QUICK_STALL
     ) as wire:
         warm_up = wire.call("event_submit", text="热身", role="user", event_id="w")[1]
-        await wire.send(warm_up)  # stored once jieba is loaded (70 MB): part of the baseline
+        await wire.send(warm_up)  # jieba and the database open: part of the baseline
         await wait_for_events(db_path, 1)
         baseline = peak_rss(wire.process.pid)
         flood: list[bytes] = []

@@ -184,10 +184,12 @@ def load_whole_dictionary() -> None:
         freq.load_whole()
 
 
+@functools.lru_cache(maxsize=1024)
 def scope_token(persona: str, project: str) -> str:
     """A token added to every indexed document of a scope, so FTS can filter by scope.
     Letters and digits only, and never produced from real text by ``tokens``' lower-case
-    words in practice (a fixed prefix plus 16 hex digits)."""
+    words in practice (a fixed prefix plus 16 hex digits). Cached: every write of a scope
+    asks for it."""
     digest = hashlib.sha256(f"{persona}\x00{project}".encode()).hexdigest()[:16]
     return f"qscope{digest}"
 
