@@ -33,10 +33,12 @@ BACKENDS = ("asyncio", "trio")
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``--numprocesses=auto`` (the default in pyproject.toml): half as many workers again
-    as cores. Many tests spend seconds waiting on another process (a server draining, a
-    child killed, a client that reads nothing), and a third worker on 2 cores runs other
-    tests meanwhile: the suite took 6:25 with 2 workers and 5:45 with 3 on one machine."""
-    return max(2, (os.cpu_count() or 1) * 3 // 2)
+    as the cores this process may run on. Many tests spend seconds waiting on another
+    process (a server draining, a child killed, a client that reads nothing), and a third
+    worker on 2 cores runs other tests meanwhile: the suite took 6:25 with 2 workers and
+    5:45 with 3 on one machine."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(2, (cores or 1) * 3 // 2)
 
 
 def backends_for(definition: pytest.Function) -> tuple[str, ...]:
