@@ -99,13 +99,16 @@ def load(tokenizer: Any, path: Path) -> None:
 
 
 def build(tokenizer: Any, path: Path) -> None:
-    """Let jieba build its dictionary, then write it to ``path`` (if the folder takes it)."""
-    tokenizer.tmp_dir = str(path.parent)
-    tokenizer.initialize()
+    """Let jieba build its dictionary, then write it to ``path`` (if the folder takes it).
+    jieba's own cache of it goes to a private folder removed afterwards: ``path`` holds
+    all a later process needs."""
+    with tempfile.TemporaryDirectory(prefix="amem-jieba-") as scratch:
+        tokenizer.tmp_dir = scratch
+        tokenizer.initialize()
     with contextlib.suppress(OSError, sqlite3.Error):
         sweep_partial_files(path)
-        for pickled in path.parent.glob("jieba-*.pickle"):  # the whole-only copy amem kept before
-            pickled.unlink()
+        for older in (*path.parent.glob("jieba-*.pickle"), path.parent / "jieba.cache"):
+            older.unlink(missing_ok=True)  # what amem kept there before this file
         fd, partial = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         os.close(fd)
         try:
