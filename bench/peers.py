@@ -5,6 +5,9 @@ Servers (each a subprocess of this script, spoken to with ``stdio_client`` +
 ``ClientSession``; tool names and argument schemas are read with ``list_tools`` at run
 time and the workload is mapped onto them; only arguments a tool declares are sent):
 
+- **floor**: a few lines of Python that answer every request at once and only note the
+  keys written (``FLOOR_SERVER``): what the client and the pipes cost, which no server can
+  beat. Its hit rates are 0: it finds nothing.
 - **amem**: ``python -m amem serve --db FILE`` (this checkout). ``event_submit`` (the item
   as a user event, the item key as ``event_id``) / ``memory_recall`` (``limit`` 5).
 - **server-memory**: npm ``@modelcontextprotocol/server-memory`` (the MCP reference memory
@@ -83,7 +86,7 @@ from reporting import percentile_ms as pct
 
 NPM_PACKAGES = ("@modelcontextprotocol/server-memory@2026.8.31", "mcp-memory-keeper@0.14.1")
 BASIC_MEMORY = "basic-memory==0.24.1"
-SERVERS = ("amem", "server-memory", "memory-keeper", "basic-memory")
+SERVERS = ("floor", "amem", "server-memory", "memory-keeper", "basic-memory")
 IN_FLIGHT = 16
 TOP = 5
 CALL_TIMEOUT = 120.0
@@ -242,6 +245,57 @@ def peers_dir_default() -> Path:
 
 def base_env() -> dict[str, str]:
     return get_default_environment()  # the SDK's safe default: no AMEM_* settings leak in
+
+
+FLOOR_SERVER = """
+import json, sys
+def schema(*names):
+    return {"type": "object", "properties": {name: {"type": "string"} for name in names}}
+TOOLS = [{"name": "write", "inputSchema": schema("key", "text")},
+         {"name": "search", "inputSchema": schema("query")}]
+kept = open(sys.argv[1], "a", encoding="utf-8")
+for line in sys.stdin:
+    request = json.loads(line)
+    if "id" not in request:
+        continue  # a notification
+    method, params = request["method"], request.get("params") or {}
+    result = {}
+    if method == "initialize":
+        result = {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "floor", "version": "0"}}
+    elif method == "tools/list":
+        result = {"tools": TOOLS}
+    elif method == "tools/call":
+        if params["name"] == "write":
+            kept.write(params["arguments"]["key"] + "\\n")
+            kept.flush()
+        result = {"content": [{"type": "text", "text": "[]"}], "isError": False}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}) + "\\n")
+    sys.stdout.flush()
+"""
+"""A server that does nothing but answer (and note the keys written): what the client and
+the stdio pipes cost, which no server can beat."""
+
+
+def floor_peer() -> Peer:
+    def params(d: Path) -> StdioServerParameters:
+        args = ["-c", FLOOR_SERVER, str(d / "floor.keys")]
+        return StdioServerParameters(command=sys.executable, args=args, env=base_env(), cwd=d)
+
+    def kept(d: Path) -> set[str]:
+        path = d / "floor.keys"
+        return set(path.read_text(encoding="utf-8").split()) if path.exists() else set()
+
+    return Peer(
+        "floor",
+        "the client round trip",
+        "write",
+        "search",
+        params,
+        lambda it: {"key": it.key, "text": it.text},
+        lambda q: {"query": q},
+        kept,
+    )
 
 
 def amem_peer() -> Peer:
@@ -773,6 +827,7 @@ def main() -> None:
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     servers = [s for s in args.servers.split(",") if s]
     peers = {
+        "floor": floor_peer(),
         "amem": amem_peer(),
         "server-memory": server_memory_peer(args.peers_dir),
         "memory-keeper": memory_keeper_peer(args.peers_dir),
