@@ -79,6 +79,46 @@ def test_the_whole_dictionary_replaces_the_lookups_once_they_add_up(
     assert [words(tokenizer, text) for text in TEXTS] == expected
 
 
+KNOWN_WORDS_CHILD = """
+import json, sys, time
+from amem.search import dictionary, text
+
+dictionary.WHOLE_AFTER_CHARS = 200  # 300,000 in use
+before = text.tokens(sys.argv[1])
+reads = text._jieba().FREQ.reads
+for _ in range(20):  # the same words again: no more reads, only characters
+    assert text.tokens(sys.argv[1]) == before
+deadline = time.monotonic() + 30
+while not isinstance(text._jieba().FREQ, dict) and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(json.dumps([reads, type(text._jieba().FREQ).__name__, text.tokens(sys.argv[1]) == before]))
+"""
+
+
+def test_the_whole_dictionary_replaces_the_lookups_after_enough_characters(
+    tmp_path: Path,
+) -> None:
+    """Known words cost no reads, but each lookup still costs more than a plain dict's:
+    enough characters segmented through them buy the whole dictionary too."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    subprocess.run(
+        [sys.executable, "-c", "from amem.search import text; text.tokens('杭州')"],
+        env=env,
+        check=True,
+    )  # the file, built once
+    done = subprocess.run(
+        [sys.executable, "-c", KNOWN_WORDS_CHILD, SAMPLE],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    reads, kind, same = json.loads(done.stdout)
+    assert reads < dictionary.WHOLE_AFTER
+    assert kind == "dict"
+    assert same
+
+
 def test_threads_sharing_the_lookups_segment_alike(tmp_path: Path) -> None:
     path = tmp_path / "jieba.sqlite"
     tokenizer_from(path)

@@ -31,6 +31,11 @@ from typing import Any
 WHOLE_AFTER = 50_000
 """Reads of the file (about 6 µs each) after which the whole dictionary is loaded: together
 they cost about what the load does (0.3 s)."""
+WHOLE_AFTER_CHARS = 300_000
+"""Characters segmented through the lookups after which the whole dictionary is loaded
+even if they needed few reads: a remembered word is still a method call where the whole
+dictionary is a plain ``dict`` lookup, about 1 µs a character more (245,000 characters a
+second against 322,000), so these too add up to the load's cost."""
 
 PARTIAL_AGE_SECONDS = 600
 """A partial file this old was left by a process that exited while writing it (a process
@@ -46,7 +51,9 @@ class Lookup:
         self._known: dict[str, int | None] = {}
         self._lock = threading.Lock()
         self._on_whole = on_whole
+        self._bought = False
         self.reads = 0
+        self.chars = 0
 
     def get(self, word: str, default: Any = None) -> Any:
         try:
@@ -68,11 +75,24 @@ class Lookup:
         with self._lock:
             row = self._conn.execute("select freq from words where word = ?", (word,)).fetchone()
             self.reads += 1
-            due = self.reads == WHOLE_AFTER
         freq = self._known[word] = None if row is None else row[0]
-        if due:
-            threading.Thread(target=self.load_whole, name="amem-jieba", daemon=True).start()
+        if self.reads >= WHOLE_AFTER:
+            self._load_whole_soon()
         return freq
+
+    def segmented(self, chars: int) -> None:
+        """Count ``chars`` more characters segmented through the lookups."""
+        self.chars += chars
+        if self.chars >= WHOLE_AFTER_CHARS:
+            self._load_whole_soon()
+
+    def _load_whole_soon(self) -> None:
+        """Start loading the whole dictionary in the background, once."""
+        with self._lock:
+            if self._bought:
+                return
+            self._bought = True
+        threading.Thread(target=self.load_whole, name="amem-jieba", daemon=True).start()
 
     def load_whole(self) -> None:
         """Load every entry and hand the dictionary to ``on_whole`` (blocking)."""

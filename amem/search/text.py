@@ -118,8 +118,10 @@ def tokens(text: str) -> list[str]:
     found: list[str] = []
     for run in RUN.findall(text):
         if CJK_RUN.match(run):
-            words = _jieba().cut_for_search(run)
-            found += [word for word in words if len(word) > 1]
+            tokenizer = _jieba()
+            found += [word for word in tokenizer.cut_for_search(run) if len(word) > 1]
+            if isinstance(tokenizer.FREQ, dictionary.Lookup):
+                tokenizer.FREQ.segmented(len(run))
             found += list(run)
         else:
             word = run.lower()
