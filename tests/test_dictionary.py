@@ -119,6 +119,26 @@ def test_the_whole_dictionary_replaces_the_lookups_after_enough_characters(
     assert same
 
 
+def test_a_whole_copy_that_cannot_be_read_leaves_the_lookups_working(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "jieba.sqlite"
+    tokenizer_from(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("update whole set freq = x'00ff'")  # not a pickle
+    monkeypatch.setattr(dictionary, "WHOLE_AFTER", 10)
+    tokenizer = tokenizer_from(path)
+    lookup = tokenizer.FREQ
+    expected = [words(jieba.Tokenizer(), text) for text in TEXTS]
+    assert [words(tokenizer, text) for text in TEXTS] == expected
+    deadline = time.monotonic() + 30
+    while "could not be read" not in caplog.text:
+        assert time.monotonic() < deadline, "the whole copy was never tried"
+        time.sleep(0.01)
+    assert tokenizer.FREQ is lookup
+    assert [words(tokenizer, text) for text in TEXTS] == expected
+
+
 def test_threads_sharing_the_lookups_segment_alike(tmp_path: Path) -> None:
     path = tmp_path / "jieba.sqlite"
     tokenizer_from(path)

@@ -18,6 +18,7 @@ that cannot be written leaves the dictionary in memory.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import sqlite3
@@ -27,6 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("amem")
 
 WHOLE_AFTER = 50_000
 """Reads of the file (about 6 µs each) after which the whole dictionary is loaded: together
@@ -92,7 +95,15 @@ class Lookup:
             if self._bought:
                 return
             self._bought = True
-        threading.Thread(target=self.load_whole, name="amem-jieba", daemon=True).start()
+        threading.Thread(target=self._load_whole_quietly, name="amem-jieba", daemon=True).start()
+
+    def _load_whole_quietly(self) -> None:
+        """``load_whole``, or a warning and the lookups for good if the file's whole copy
+        cannot be read (the lookups still answer)."""
+        try:
+            self.load_whole()
+        except (sqlite3.Error, pickle.UnpicklingError, EOFError, ValueError, TypeError):
+            log.warning("jieba's whole dictionary could not be read; words are looked up")
 
     def load_whole(self) -> None:
         """Load every entry and hand the dictionary to ``on_whole`` (blocking)."""
