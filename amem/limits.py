@@ -122,6 +122,13 @@ MCP_LIST_LIMIT = 20
 MCP_MAX_LIST_LIMIT = 100
 """``memory_list.limit``'s default and most (Python: ``DEFAULT_LIST_LIMIT``, ``MAX_LIST_LIMIT``)."""
 
+STALL_SECONDS = 10.0
+"""The longest ``amem serve`` waits for a host that reads none of its answers (reading held
+back, or input ended) before it takes the reader as gone and drops them (``--stall-seconds``
+sets less). A host that reads its stdout takes bytes within milliseconds; one that still
+sends, or closed stdin, and reads nothing for this long does not read, and would otherwise
+keep the server waiting forever."""
+
 # --- host transcripts (Claude Code) ------------------------------------------------------
 
 MAX_TRANSCRIPT_BYTES = 512 << 20
@@ -162,9 +169,3 @@ each escaped); a longer line is refused before it is held in memory."""
 MAX_ARCHIVE_CELL_BYTES = 16 << 20
 """SQLite's length limit on a backup being read: no cell (or row) amem writes is longer,
 and a crafted one is refused by SQLite before it is built in memory."""
-STALL_SECONDS = 10.0
-"""The longest ``amem serve`` waits for a host that reads none of its answers (reading held
-back, or input ended) before it takes the reader as gone and drops them (``--stall-seconds``
-sets less). A host that reads its stdout takes bytes within milliseconds; one that still
-sends, or closed stdin, and reads nothing for this long does not read, and would otherwise
-keep the server waiting forever."""
