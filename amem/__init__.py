@@ -27,6 +27,7 @@ if _typing.TYPE_CHECKING:
     from .memory import Memory, Scope, open
     from .models import (
         ArchiveResult,
+        Assignment,
         Capacity,
         CaptureResult,
         Checkpoint,
@@ -48,6 +49,7 @@ if _typing.TYPE_CHECKING:
         Listing,
         MemoryDraft,
         MemoryRecord,
+        Person,
         Persona,
         Promotion,
         RecallItem,
@@ -58,6 +60,7 @@ if _typing.TYPE_CHECKING:
         RetryResult,
         ScopeSummary,
         ScoreComponents,
+        State,
         Status,
         TombstoneImport,
         TurnEnd,
@@ -72,12 +75,12 @@ _HOMES = {
     ),
     "memory": "Memory Scope open",
     "models": (
-        "ArchiveResult Capacity CaptureResult Checkpoint Compaction Consolidation"
+        "ArchiveResult Assignment Capacity CaptureResult Checkpoint Compaction Consolidation"
         " ContextPack Correction CurrentEmotion Deletion DoctorCheck DoctorReport"
         " Emotion Erasure Event EventReceipt Evidence ListedEvent ListedMemory Listing"
-        " MemoryDraft MemoryRecord Persona Promotion RecallItem RecallResult"
+        " MemoryDraft MemoryRecord Person Persona Promotion RecallItem RecallResult"
         " ReindexResult Relation Retraction RetryResult ScopeSummary ScoreComponents"
-        " Status TombstoneImport TurnEnd"
+        " State Status TombstoneImport TurnEnd"
     ),
     "tokens": "TokenCounter estimate_tokens",
 }
@@ -91,6 +94,7 @@ __all__ = [
     "AgentSession",
     "AmemError",
     "ArchiveResult",
+    "Assignment",
     "BudgetTooSmall",
     "Capacity",
     "CaptureResult",
@@ -118,6 +122,7 @@ __all__ = [
     "MemoryDraft",
     "MemoryRecord",
     "NotFound",
+    "Person",
     "Persona",
     "Promotion",
     "RecallItem",
@@ -130,6 +135,7 @@ __all__ = [
     "ScopeSummary",
     "ScoreComponents",
     "Settings",
+    "State",
     "Status",
     "StorageError",
     "TokenCounter",

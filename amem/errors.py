@@ -3,7 +3,7 @@
 AmemError (code: str)
   InvalidInput      invalid_input, invalid_time, quote_mismatch, role_violation,
                     not_configured, path_not_allowed, port_unavailable
-  Conflict          duplicate_conflict, version_conflict, erased
+  Conflict          duplicate_conflict, version_conflict, erased, person_in_use
   NotFound          not_found, erased
   BudgetTooSmall    insufficient_budget
   StorageError      schema_too_new, not_amem_database, not_a_database, read_only,

@@ -188,7 +188,7 @@ def when_or_now(value: object, field: str) -> datetime:
 # --- events ----------------------------------------------------------------------------
 
 EVENT_FIELDS = frozenset(
-    ("text", "role", "event_id", "session", "source", "category", "occurred_at")
+    ("text", "role", "event_id", "session", "source", "category", "occurred_at", "person")
 )
 
 
@@ -203,6 +203,8 @@ class SubmittedEvent:
     source: str | None
     text: str
     occurred_at: datetime | None
+    person: str | None = None
+    """The person whose relationship it belongs to (a registry ID)."""
 
 
 def submitted_event(item: Mapping[str, Any], where: str = "") -> SubmittedEvent:
@@ -226,6 +228,7 @@ def submitted_event(item: Mapping[str, Any], where: str = "") -> SubmittedEvent:
         source=optional_name(item.get("source"), field("source")),
         text=require_text(item.get("text"), field("text"), max_chars=MAX_EVENT_CHARS),
         occurred_at=None if occurred_at is None else parse_time(occurred_at, field("occurred_at")),
+        person=optional_name(item.get("person"), field("person")),
     )
 
 

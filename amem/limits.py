@@ -56,6 +56,12 @@ MAX_CHECKPOINT_CHARS = 4_000
 """Each checkpoint field, and each item of its lists."""
 MAX_LIST_ITEMS = 100
 """Items of a checkpoint list."""
+MAX_ALIASES = 50
+"""Aliases of one person."""
+MAX_ABOUT = 20
+"""People one memory is about."""
+MAX_STATE_BYTES = 1_000_000
+"""A state's data, as JSON (UTF-8 bytes): a host's working state, not an archive."""
 
 # --- choices: the values an enumerated option accepts -------------------------------------
 # Here, not in models, so that the command line builds its parser without pydantic. Each

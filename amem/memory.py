@@ -55,6 +55,7 @@ from .limits import (
     DEFAULT_LIST_LIMIT,
     DEFAULT_READ_CHARS,
     DEFAULT_RECALL_LIMIT,
+    MAX_ALIASES,
     MAX_BUDGET,
     MAX_CAPTURE_ENTRIES,
     MAX_EVENT_CHARS,
@@ -83,6 +84,7 @@ from .models import (
     RECALL_MODES,
     ROLES,
     ArchiveResult,
+    Assignment,
     Capacity,
     CaptureResult,
     Checkpoint,
@@ -99,6 +101,7 @@ from .models import (
     Listing,
     MemoryDraft,
     MemoryRecord,
+    Person,
     Persona,
     Progress,
     RecallItem,
@@ -109,6 +112,7 @@ from .models import (
     Retraction,
     RetryResult,
     ScopeSummary,
+    State,
     Status,
     TombstoneImport,
 )
@@ -134,6 +138,7 @@ from .store import (
     listing,
     packs,
     pages,
+    people,
     personas,
     relations,
     retraction,
@@ -599,12 +604,16 @@ class Scope:
         source: str | None = None,
         category: str = "conversation",
         occurred_at: str | datetime | None = None,
+        person: str | None = None,
     ) -> EventReceipt:
         """Persist an original event; returns after it is committed.
 
         Resubmitting an ``event_id`` with the same payload returns the stored receipt with
         ``duplicate=True`` (an omitted ``occurred_at`` reuses the stored time); a different
         payload or scope raises ``Conflict`` (``duplicate_conflict``). Never waits for a model.
+        ``person`` (a registry ID, ``upsert_person``) puts the event in that person's
+        relationship, with every memory derived from it; it is not part of the payload a
+        resubmission is compared by (``assign`` moves an event later).
         """
         item = {
             "text": text,
@@ -614,6 +623,7 @@ class Scope:
             "source": source,
             "category": category,
             "occurred_at": occurred_at,
+            "person": person,
         }
         [receipt] = await self._submit_events([item])
         return receipt
@@ -1359,6 +1369,123 @@ class Scope:
             occurred_at_given=event.occurred_at is not None,
             ingested_at=now,
             status="pending" if extracted else "stored",
+            person=event.person,
+        )
+
+    # --- people ------------------------------------------------------------------------
+
+    async def upsert_person(
+        self,
+        person_id: str | None = None,
+        *,
+        display_name: str,
+        aliases: Sequence[str] = (),
+        locale: str | None = None,
+        timezone: str | None = None,
+        notes: str | None = None,
+    ) -> Person:
+        """Add a person to this scope's registry, or make the person ``person_id`` exactly
+        this (every field as given: an omitted one is cleared). Without ``person_id`` a new
+        person gets a new ID. A change adds one to ``version``; an unchanged person is
+        returned as it is. Names need not be unique: ``find_person`` returns every match."""
+        if not isinstance(aliases, Sequence) or isinstance(aliases, str):
+            raise InvalidInput("aliases must be a list of names")
+        if len(aliases) > MAX_ALIASES:
+            raise InvalidInput(f"aliases holds at most {MAX_ALIASES} names")
+        return await self._write(
+            people.upsert_person,
+            person_id=optional_name(person_id, "person_id"),
+            display_name=require_name(display_name, "display_name", max_chars=MAX_NAME_CHARS),
+            aliases=list(
+                dict.fromkeys(
+                    require_name(a, f"aliases[{n}]", max_chars=MAX_NAME_CHARS)
+                    for n, a in enumerate(aliases)
+                )
+            ),
+            locale=optional_name(locale, "locale"),
+            timezone=optional_name(timezone, "timezone"),
+            notes=None if notes is None else require_text(notes, "notes", max_chars=MAX_NOTE_CHARS),
+            now=db_now(),
+        )
+
+    async def people(self) -> list[Person]:
+        """Every person of this scope's registry, oldest first."""
+        return await self._read(people.list_people)
+
+    async def find_person(self, name: str) -> list[Person]:
+        """Every person whose display name or alias is ``name`` (case, full- and
+        half-width forms and white-space runs aside; Chinese names as written), oldest
+        first: several when several match, never a guess among them."""
+        return await self._read(
+            people.find_people, require_name(name, "name", max_chars=MAX_NAME_CHARS)
+        )
+
+    async def remove_person(self, person_id: str) -> Person:
+        """Take a person out of the registry; returns them as they were. Refused
+        (``person_in_use``) while an event or memory belongs to them or is about them, or
+        they have a state: ``erase(person=...)`` first, or ``assign`` the events away."""
+        return await self._write(people.remove_person, require_name(person_id, "person_id"))
+
+    async def assign(self, event_id: str, person: str | None, reason: str | None = None) -> Assignment:
+        """Move an event into ``person``'s relationship (None: no one's), with every
+        memory derived from it, without copying anything. Its role, text and times stay
+        as they were: an assistant's words stay the assistant's. Recorded with
+        ``reason``."""
+        return await self._write(
+            people.assign,
+            require_name(event_id, "event_id"),
+            optional_name(person, "person"),
+            None if reason is None else require_text(reason, "reason", max_chars=MAX_NOTE_CHARS),
+            db_now(),
+        )
+
+    async def state(self) -> State:
+        """The scope's own state: version 0 and no data before the first save."""
+        return await self._read(people.load_state, None)
+
+    async def save_state(
+        self, data: Mapping[str, Any], expected_version: int | None = None
+    ) -> State:
+        """Store ``data`` (a JSON object) as the scope's state, one version on. With
+        ``expected_version``, only if the stored version is still that one; otherwise
+        ``Conflict`` (``version_conflict``) and nothing changes."""
+        return await self._save_state(None, data, expected_version)
+
+    async def patch_state(
+        self, base: Mapping[str, Any] | State, new: Mapping[str, Any] | State, *, person: str | None = None
+    ) -> State:
+        """Apply the top-level keys ``new`` changes from ``base`` (the state as the caller
+        read it) to the state as stored now, one version on; keys the caller did not
+        change stay as stored, whoever changed them meanwhile. ``Conflict``
+        (``version_conflict``) only when a key this call changes was changed meanwhile;
+        nothing is written then. ``person``: that person's state, not the scope's."""
+        before, after = (x.data if isinstance(x, State) else x for x in (base, new))
+        for field, value in (("base", before), ("new", after)):
+            if not isinstance(value, Mapping):
+                raise InvalidInput(f"{field} must be an object (or a State)")
+        people.state_json(after)
+        return await self._write(
+            people.patch_state, optional_name(person, "person"), before, after, db_now()
+        )
+
+    async def person_state(self, person: str) -> State:
+        """A person's state: version 0 and no data before the first save."""
+        return await self._read(people.load_state, require_name(person, "person"))
+
+    async def save_person_state(
+        self, person: str, data: Mapping[str, Any], expected_version: int | None = None
+    ) -> State:
+        """``save_state`` for a person of the registry."""
+        return await self._save_state(require_name(person, "person"), data, expected_version)
+
+    async def _save_state(
+        self, person: str | None, data: Mapping[str, Any], expected_version: int | None
+    ) -> State:
+        if expected_version is not None:
+            require_int(expected_version, "expected_version", low=0, high=MAX_INTEGER)
+        people.state_json(data)  # refused before the write lock is taken
+        return await self._write(
+            people.save_state, person, data, expected_version, db_now()
         )
 
     # --- browsing and capacity ----------------------------------------------------------

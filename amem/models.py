@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .limits import (
     CONTROL_CHARS,
+    MAX_ABOUT,
     MAX_GIST_CHARS,
     MAX_KEY_CHARS,
     MAX_MEMORY_CHARS,
@@ -80,6 +81,8 @@ class EventReceipt(Record):
     session: str | None
     occurred_at: datetime
     ingested_at: datetime
+    person: str | None = None
+    """The person whose relationship the event belongs to (``Scope.assign``); None: no one."""
 
 
 class Event(Record):
@@ -99,6 +102,8 @@ class Event(Record):
     error: str | None
     chars: int
     """Length of the original text in characters."""
+    person: str | None = None
+    """The person whose relationship the event belongs to; None: no one."""
 
 
 class Persona(Record):
@@ -163,6 +168,19 @@ class MemoryDraft(BaseModel):
     """``working`` for the current task's scratch notes (they expire after
     ``Settings.working_ttl_hours`` unless pinned or promoted), ``episodic`` or
     ``profile``; None: the kind's default (``DEFAULT_TIERS``)."""
+    about: list[str] | None = Field(default=None, max_length=MAX_ABOUT, description="person IDs")
+    """The people the memory is about, by ID: each must be in the scope's registry
+    (``Scope.upsert_person``). Person-scoped reads find it under each of them."""
+
+    @field_validator("about")
+    @classmethod
+    def person_ids(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for person in value:
+            if not person or person != person.strip() or has_hidden_characters(person):
+                raise ValueError("each person ID must be a non-empty name without edge spaces")
+        return sorted(set(value))
 
     @field_validator("text", "quote")
     @classmethod
@@ -237,6 +255,10 @@ class MemoryRecord(Record):
     expires_at: datetime | None
     """When a working note expires (``Scope.consolidate`` deletes it then); None for
     other tiers."""
+    person: str | None = None
+    """The person its source event belongs to; None: no one."""
+    about: list[str] = []
+    """The people it is about (``MemoryDraft.about``)."""
 
 
 class Evidence(Record):
@@ -314,6 +336,10 @@ class RecallItem(Record):
     tier: MemoryTier | None = None
     """The memory's tier; None for a raw fallback event."""
     pinned: bool = False
+    person: str | None = None
+    """The person its source event belongs to (a raw event: its own); None: no one."""
+    about: list[str] = []
+    """The people the memory is about."""
 
 
 class RecallResult(Record):
@@ -703,6 +729,10 @@ class ListedMemory(Record):
     """No longer true: its validity ended at or before the time of the listing."""
     tier: MemoryTier
     pinned: bool
+    person: str | None = None
+    """The person its source event belongs to; None: no one."""
+    about: list[str] = []
+    """The people it is about."""
 
 
 class ListedEvent(Record):
@@ -721,6 +751,8 @@ class ListedEvent(Record):
     session: str | None
     occurred_at: datetime
     status: EventStatus
+    person: str | None = None
+    """The person whose relationship the event belongs to; None: no one."""
 
 
 class Listing(Record):
@@ -779,6 +811,55 @@ class Capacity(Record):
     """Size of its write-ahead log (0 when there is none)."""
     free_bytes: int
     """Bytes of unused pages inside the file, which later writes reuse before it grows."""
+
+
+class Person(Record):
+    """One person of a scope's registry (``Scope.upsert_person``): someone the persona
+    talks with or about. ``version`` grows with each change."""
+
+    id: str
+    persona: str
+    project: str
+    display_name: str
+    aliases: list[str]
+    """Other names the person goes by; ``Scope.find_person`` matches these too."""
+    locale: str | None
+    timezone: str | None
+    notes: str | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class State(Record):
+    """A versioned JSON object a host keeps between turns: the scope's own
+    (``Scope.state``) or one person's (``Scope.person_state``). ``version`` is 0 until
+    the first save and grows by one with each; pass it back as ``expected_version`` to
+    save only if nothing changed meanwhile."""
+
+    persona: str
+    project: str
+    person: str | None
+    """The person whose state it is; None: the scope's own."""
+    data: dict[str, Any]
+    version: int
+    updated_at: datetime | None
+    """When it was last saved; None before the first save."""
+
+
+class Assignment(Record):
+    """What ``Scope.assign`` did: the event now belongs to ``person``'s relationship, with
+    every memory derived from it; its role, text and times are as they were."""
+
+    event_id: str
+    person: str | None
+    """Whom it belongs to now; None: no one."""
+    previous: str | None
+    """Whom it belonged to before."""
+    reason: str | None
+    memory_ids: list[str]
+    """The memories derived from it, which moved with it."""
+    assigned_at: datetime
 
 
 Status.model_rebuild()

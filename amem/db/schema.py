@@ -33,6 +33,8 @@ v9  ``index_removals``: how many search documents have ever left the index or ch
     (kept by triggers on ``search_docs``). Until one does, a common term's oldest
     postings stay what they were (a new document takes a number past every other), so
     readers keep their counts between queries (``recall.lexical.TermCounts``)
+v10 ``temp_files`` and ``scrubs`` (below)
+v11 people: a registry per scope, who each event and memory belongs to, states (below)
 
 Each migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
 after taking the write lock, so processes that start at the same time on a new file
@@ -50,7 +52,7 @@ from pathlib import Path
 from ..errors import StorageError
 from .drivers import open_sqlite
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 V1 = (
     """
@@ -448,6 +450,77 @@ opens the file. ``scrubs``, one row: events and memories deleted so far, and how
 those deletions the last scrub covered, so a scrub a killed process never ran is run by
 the next process that opens the file (``store.erasure.scrub``)."""
 
+V11 = (
+    """
+    create table people (
+        persona text not null,
+        project text not null,
+        id text not null,
+        display_name text not null,
+        aliases text not null,
+        locale text,
+        timezone text,
+        notes text,
+        version integer not null check (version >= 1),
+        created_at text not null,
+        updated_at text not null,
+        primary key (persona, project, id)
+    ) without rowid
+    """,
+    """
+    create table person_names (
+        persona text not null,
+        project text not null,
+        name text not null,
+        person text not null,
+        primary key (persona, project, name, person),
+        foreign key (persona, project, person) references people (persona, project, id)
+            on delete cascade
+    ) without rowid
+    """,
+    "alter table events add column person text",
+    """
+    create index events_by_person on events (persona, project, person, seq)
+    where person is not null
+    """,
+    "alter table memories add column person text",
+    "alter table memories add column about text",
+    """
+    create index memories_by_person on memories (persona, project, person, num)
+    where person is not null
+    """,
+    """
+    create table assignments (
+        num integer primary key autoincrement,
+        persona text not null,
+        project text not null,
+        event_id text not null references events (id) on delete cascade,
+        from_person text,
+        to_person text,
+        reason text,
+        assigned_at text not null
+    )
+    """,
+    "create index assignments_by_event on assignments (event_id)",
+    """
+    create table states (
+        persona text not null,
+        project text not null,
+        person text not null,
+        data text not null,
+        version integer not null check (version >= 1),
+        updated_at text not null,
+        primary key (persona, project, person)
+    ) without rowid
+    """,
+)
+"""People (seed 001): ``people`` is each scope's registry, ``person_names`` its display
+names and aliases folded for lookup (``store.people.folded``); ``events.person`` is the
+person whose relationship an event belongs to, ``memories.person`` its memories' (the
+same), ``memories.about`` the people a memory is about (a JSON list of IDs);
+``assignments`` records every move of an event between people; ``states`` holds the
+scope's own state (``person = ''``) and each person's, versioned for compare-and-set."""
+
 MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (1, V1),
     (2, V2),
@@ -459,6 +532,7 @@ MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (8, V8),
     (9, V9),
     (10, V10),
+    (11, V11),
 )
 """Each version and its statements; a version in ``RETOKENIZED`` also rebuilds the index."""
 RETOKENIZED = frozenset({5})

@@ -13,6 +13,7 @@ a correction (an indexed event and a new memory) and a revocation keep to it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
@@ -20,7 +21,7 @@ from typing import NamedTuple
 from ..db.in_lists import literals
 from ..db.rules import CURRENT_MEMORY
 from ..models import Category
-from .text import scope_token
+from .text import PERSON_PREFIX, person_token, scope_token
 
 INDEXED_CATEGORIES: tuple[Category, ...] = ("conversation", "correction")
 """Event categories whose text is indexed; reference and persona events are only archived."""
@@ -62,13 +63,61 @@ DELETE_FTS = "insert into search_fts (search_fts, rowid, tokens) values ('delete
 DELETE_DOC = "delete from search_docs where num = ?"
 
 
+SELECT_PEOPLE = {
+    "event": "select person, null from events where id = ?",
+    "memory": "select person, about from memories where id = ?",
+}
+"""The people a document belongs to, read from its row: the owner, and for a memory the
+people it is about (a JSON list)."""
+
+
+def people_of(conn: sqlite3.Connection, doc_kind: str, ref: str) -> list[str]:
+    """The people whose tokens the document of this row carries, sorted."""
+    row = conn.execute(SELECT_PEOPLE[doc_kind], (ref,)).fetchone()
+    if row is None:
+        return []
+    owner, about = row
+    return sorted({*([owner] if owner else []), *(json.loads(about) if about else [])})
+
+
+def doc_tokens(persona: str, project: str, people: Iterable[str], segmented: str) -> str:
+    """What the index stores for a document: the scope's token first (``scan_documents``
+    leaves it out), its people's tokens, then its text's tokens."""
+    heads = [scope_token(persona, project), *(person_token(persona, project, p) for p in people)]
+    return " ".join([*heads, segmented])
+
+
 def index_doc(
     conn: sqlite3.Connection, persona: str, project: str, doc_kind: str, ref: str, segmented: str
 ) -> None:
-    """Index one document: ``segmented`` is its text as ``text.segment`` returns it."""
-    tokens = f"{scope_token(persona, project)} {segmented}"
+    """Index one document of a stored row: ``segmented`` is its text as ``text.segment``
+    returns it; its people are read from the row."""
+    tokens = doc_tokens(persona, project, people_of(conn, doc_kind, ref), segmented)
     num = conn.execute(INSERT_DOC, (persona, project, doc_kind, ref, tokens)).lastrowid
     conn.execute(INSERT_FTS, (num, tokens))
+
+
+UPDATE_TOKENS = "update search_docs set tokens = ? where num = ?"
+
+
+def reindex_people(conn: sqlite3.Connection, doc_kind: str, ref: str) -> None:
+    """Give a document the tokens of its row's people as they are now (after an assignment
+    or a change of whom a memory is about); its text's tokens stay as they were."""
+    people = people_of(conn, doc_kind, ref)
+    for num, tokens in conn.execute(SELECT_DOCS, (doc_kind, ref)).fetchall():
+        scope, _, rest = tokens.partition(" ")
+        words = rest.split(" ")
+        while words and words[0].startswith(PERSON_PREFIX):
+            words.pop(0)
+        persona, project = conn.execute(SELECT_DOC_SCOPE, (num,)).fetchone()
+        new = doc_tokens(persona, project, people, " ".join(words))
+        if new != tokens:
+            conn.execute(DELETE_FTS, (num, tokens))
+            conn.execute(UPDATE_TOKENS, (new, num))
+            conn.execute(INSERT_FTS, (num, new))
+
+
+SELECT_DOC_SCOPE = "select persona, project from search_docs where num = ?"
 
 
 def remove_docs(conn: sqlite3.Connection, doc_kind: str, refs: Iterable[str]) -> int:

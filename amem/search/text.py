@@ -196,6 +196,19 @@ def scope_token(persona: str, project: str) -> str:
     return f"qscope{digest}"
 
 
+PERSON_PREFIX = "qperson"
+
+
+@functools.lru_cache(maxsize=4096)
+def person_token(persona: str, project: str, person: str) -> str:
+    """A token added to every indexed document of a person (the events of their
+    relationship, the memories derived from them or about them), so FTS can filter by
+    person and a query naming them can count it as a word (``recall.people``). Made like
+    ``scope_token``, with its own prefix."""
+    digest = hashlib.sha256(f"{persona}\x00{project}\x00{person}".encode()).hexdigest()[:16]
+    return f"{PERSON_PREFIX}{digest}"
+
+
 def literal(token: str) -> str:
     """An FTS5 string literal: the token in double quotes, inner quotes doubled."""
     return '"' + token.replace('"', '""') + '"'

@@ -12,6 +12,7 @@ from ..errors import Conflict
 from ..models import Event, EventReceipt, EventStatus
 from ..search import index
 from .capacity import check_capacity
+from .people import require_people
 from .tombstones import refuse_erased
 
 
@@ -30,6 +31,8 @@ class EventFields:
     occurred_at: str
     ingested_at: str
     status: EventStatus
+    person: str | None
+    """The person whose relationship it belongs to (``store.people``); None: no one."""
 
 
 @dataclass(slots=True)
@@ -52,6 +55,7 @@ def derived_event(
     text: str,
     segmented: str,
     now: str,
+    person: str | None = None,
 ) -> NewEvent:
     """An event amem writes itself (a correction, a compaction) at ``now``: stored, never
     queued for extraction, its text's tokens ``segmented``."""
@@ -68,6 +72,7 @@ def derived_event(
         occurred_at_given=True,
         ingested_at=now,
         status="stored",
+        person=person,
         segmented=segmented,
     )
 
@@ -83,13 +88,13 @@ class StoredEvent(EventFields):
 INSERT_EVENT = """
 insert into events
     (id, persona, project, session, role, category, source, text,
-     occurred_at, ingested_at, status)
-values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     occurred_at, ingested_at, status, person)
+values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 on conflict (id) do nothing
 """
 EVENT_COLUMNS = """
 id, persona, project, session, role, category, source, text, occurred_at, ingested_at,
-status, seq, error
+status, person, seq, error
 """
 SELECT_EVENT = f"select {EVENT_COLUMNS} from events where id = ?"
 RESUME_EXTRACTION = "update events set status = 'pending', error = null where id = ?"
@@ -110,8 +115,11 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
     event that takes its scope past a limit is refused (``capacity_exceeded``); the
     writer then rolls the caller's whole request back."""
     refuse_erased(conn, event.persona, event.project, event.id)
+    if event.person is not None:
+        require_people(conn, event.persona, event.project, [event.person], "person")
     cursor = conn.execute(
-        INSERT_EVENT, (*payload(event), event.occurred_at, event.ingested_at, event.status)
+        INSERT_EVENT,
+        (*payload(event), event.occurred_at, event.ingested_at, event.status, event.person),
     )
     if cursor.rowcount == 1:
         if event.segmented is not None:
@@ -168,6 +176,7 @@ def receipt(
         session=event.session,
         occurred_at=from_db_time(event.occurred_at),
         ingested_at=from_db_time(event.ingested_at),
+        person=event.person,
     )
 
 

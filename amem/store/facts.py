@@ -5,7 +5,8 @@ extraction model does, goes through ``derive_memories``: the whole batch is vali
 against its source event before anything is written, then inserted in the same
 transaction. Plain functions of a connection, run by the writer actor.
 
-Single-valued facts form a chain per ``persona + project + subject + fact_key``, ordered
+Single-valued facts form a chain per ``persona + project + person + subject + fact_key``
+(the person the source event belongs to: Tom's new address does not end Anna's), ordered
 by ``(valid_at, chain order, id)``; the chain order is the insertion order, except that a
 correction keeping the mistaken fact's start takes over its place. Intervals are
 half-open, ``valid_at <= t < invalid_at``. Inserting a fact closes its predecessor's
@@ -16,6 +17,7 @@ deleting a successor never reopens a closed interval.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +32,7 @@ from ..inputs import parse_time
 from ..models import DEFAULT_TIERS, Emotion, MemoryDraft, MemoryRecord
 from ..search import index
 from ..search.text import is_function_word, surface_words
+from . import people
 from .capacity import check_capacity
 from .events import StoredEvent, load_stored
 from .quotes import find_quote
@@ -43,7 +46,7 @@ KEYED_KINDS = frozenset(("fact", "preference"))
 MEMORY_COLUMNS = """
     id, persona, project, event_id, text, quote, quote_start, quote_end, kind, basis,
     confidence, subject, fact_key, valid_at, invalid_at, emotion, valence, arousal, gist,
-    created_at, tier, pinned, expires_at
+    created_at, tier, pinned, expires_at, person, about
 """
 MEMORY_FIELDS = tuple(column.strip() for column in MEMORY_COLUMNS.split(","))
 """The names of ``MEMORY_COLUMNS``: the keys of a memory row."""
@@ -55,12 +58,12 @@ select {MEMORY_COLUMNS} from memories m
 where event_id = :event_id and {CURRENT_MEMORY} and text = :text and quote = :quote
   and kind = :kind and basis = :basis and subject is :subject and fact_key is :fact_key
   and valid_at = :valid_at and invalid_at is :invalid_at and emotion is :emotion
-  and gist is :gist
+  and gist is :gist and about is :about
 """
 CHAIN = f"""
 from memories m
 where persona = :persona and project = :project and subject = :subject
-  and fact_key = :fact_key and {CURRENT_MEMORY} and num != :num
+  and fact_key = :fact_key and person is :person and {CURRENT_MEMORY} and num != :num
 """
 SELECT_PREDECESSOR = f"""
 select num, invalid_at {CHAIN}
@@ -141,6 +144,8 @@ def derive_memories(
     event = load_event(conn, persona, project, event_id)
     judged = event if speaker is None else replace(event, role=speaker)
     valid = [validate(judged, draft, f"memories[{n}]") for n, draft in enumerate(drafts)]
+    for n, draft in enumerate(drafts):
+        people.require_people(conn, persona, project, draft.about or (), f"memories[{n}].about")
     expires_at = db_time(from_db_time(now) + working_ttl)
     records = [
         insert_memory(conn, event, memory, tokens, now, expires_at, chain_order)
@@ -242,6 +247,8 @@ def insert_memory(
         "tier": tier,
         "pinned": 0,
         "expires_at": expires_at if tier == "working" else None,
+        "person": event.person,
+        "about": json.dumps(draft.about, ensure_ascii=False) if draft.about else None,
     }
     same = conn.execute(SELECT_SAME_MEMORY, row).fetchone()
     if same is not None:  # derived before: the same memory, not a second one
@@ -260,6 +267,7 @@ def insert_memory(
             "project": event.project,
             "subject": draft.subject,
             "fact_key": draft.fact_key,
+            "person": event.person,
             "num": num,
             "valid_at": memory.valid_at,
             "order": num if chain_order is None else chain_order,
@@ -297,6 +305,7 @@ def memory_record(row: Mapping[str, Any]) -> MemoryRecord:
     fields["valid_at"] = from_db_time(row["valid_at"])
     fields["created_at"] = from_db_time(row["created_at"])
     fields["pinned"] = bool(row["pinned"])
+    fields["about"] = json.loads(row["about"]) if row["about"] else []
     for name in ("invalid_at", "expires_at"):
         if row[name] is not None:
             fields[name] = from_db_time(row[name])
