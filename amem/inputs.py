@@ -23,6 +23,7 @@ from .limits import (
     MAX_ID_CHARS,
     MAX_INTEGER,
     MAX_LIST_ITEMS,
+    MAX_SPEAKERS,
     has_hidden_characters,
 )
 from .models import (
@@ -230,6 +231,37 @@ def submitted_event(item: Mapping[str, Any], where: str = "") -> SubmittedEvent:
         occurred_at=None if occurred_at is None else parse_time(occurred_at, field("occurred_at")),
         person=optional_name(item.get("person"), field("person")),
     )
+
+
+def speaker_people(people: object) -> dict[str, str]:
+    """A capture's ``people``, checked: speaker names (as the transcript writes them) to
+    person IDs; None maps no one."""
+    if people is None:
+        return {}
+    if not isinstance(people, Mapping) or len(people) > MAX_SPEAKERS:
+        raise InvalidInput(f"people must map at most {MAX_SPEAKERS} speakers to person IDs")
+    return {
+        require_name(speaker, "people (a speaker)"): require_name(person, "people (a person ID)")
+        for speaker, person in people.items()
+    }
+
+
+def captured_entry(
+    entry: Mapping[str, Any], people: Mapping[str, str], where: str
+) -> Mapping[str, Any]:
+    """A host-capture entry as the event it submits. Its speaker is its ``speaker`` (a
+    name the host gives whoever said it, e.g. in a group chat; not stored) or, without
+    one, its ``role``; an entry that names no ``person`` of its own belongs to the person
+    ``people`` maps its speaker to."""
+    if "speaker" not in entry and not people:
+        return entry
+    fields = dict(entry)
+    speaker = optional_name(fields.pop("speaker", None), f"{where}.speaker")
+    if speaker is None:
+        speaker = fields.get("role")
+    if fields.get("person") is None and isinstance(speaker, str) and speaker in people:
+        fields["person"] = people[speaker]
+    return fields
 
 
 # --- memory drafts ---------------------------------------------------------------------

@@ -101,6 +101,8 @@ MAX_BUDGET = 1_000_000
 """Largest ``resume`` budget, in tokens."""
 MAX_CAPTURE_ENTRIES = 10_000
 """Transcript entries in one ``host_ingest`` transaction (longer transcripts go in slices)."""
+MAX_SPEAKERS = 1_000
+"""Speakers a capture's ``people`` maps to person IDs."""
 DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 500
 """Items on one page of ``Scope.list``."""

@@ -34,6 +34,7 @@ from .db.times import db_now, db_time
 from .errors import Closed, Conflict, InvalidInput, UpstreamError
 from .inputs import (
     SubmittedEvent,
+    captured_entry,
     checkpoint_fields,
     checkpoint_from,
     optional_name,
@@ -46,6 +47,7 @@ from .inputs import (
     require_name,
     require_names,
     require_text,
+    speaker_people,
     submitted_event,
     when_or_now,
 )
@@ -421,8 +423,11 @@ class Memory:
         progress: Progress | None = None,
     ) -> ArchiveResult:
         """Write every authoritative table, from one consistent snapshot, to a new JSONL
-        archive at ``path`` (never overwritten; appears atomically). ``root`` confines
-        the path to a directory. ``progress(done, total)`` is called from a worker thread.
+        archive at ``path`` (never overwritten; appears atomically): events, memories and
+        what links them, personas, checkpoints, capture cursors, tombstones, and each
+        scope's people with whom every event and memory belongs to, the assignments that
+        moved them and the states. ``root`` confines the path to a directory.
+        ``progress(done, total)`` is called from a worker thread.
         """
         target = await anyio.to_thread.run_sync(files.checked_target, path, root)
         async with self._recorded_temp(target) as temp:
@@ -445,10 +450,13 @@ class Memory:
     async def import_archive(
         self, path: str | os.PathLike[str], *, progress: Progress | None = None
     ) -> ArchiveResult:
-        """Load an archive into this (empty) database and rebuild the search index.
+        """Load an archive into this (empty) database and rebuild the search index (each
+        document with its people's tokens) and the people's folded names.
 
         The archive is read as a stream, in one write transaction: every row is validated
-        before it is inserted, and nothing is committed unless the whole archive is valid.
+        (ownership too: every person a row names is in its scope's registry) before it is
+        inserted, and nothing is committed unless the whole archive is valid. An archive
+        older than people (schema 11) has none: nothing belongs to anyone.
         An event whose tombstone the archive holds is left out, with its memories and
         their relations (``skipped`` counts them). ``progress(done, total)`` counts rows,
         from the writer's thread. Vectors come from the next open with embeddings
@@ -475,7 +483,8 @@ class Memory:
         self, path: str | os.PathLike[str], *, progress: Progress | None = None
     ) -> ArchiveResult:
         """Load a backup file into this (empty) database, through the same validation as
-        an archive (and the same single transaction), and rebuild the search index."""
+        an archive (and the same single transaction), and rebuild the search index and
+        the people's folded names."""
         counts, skipped = await self._runtime.write(transfer.restore_backup, path, progress)
         return ArchiveResult(path=str(path), counts=counts, skipped=skipped)
 
@@ -685,6 +694,7 @@ class Scope:
         kinds: Collection[str] | None = None,
         exclude_event_ids: Collection[str] | None = None,
         exclude_from_seq: int | None = None,
+        person: str | None = None,
     ) -> RecallResult:
         """Memories of this scope that match ``query`` and were valid at ``as_of`` (now).
 
@@ -694,6 +704,11 @@ class Scope:
         ``seq`` is at least this) leave events out, with every memory derived from them:
         the turn being answered. Candidates showing the same text are one item, with
         ``occurrences`` and ``merged_ids``; ``limit`` counts distinct texts.
+
+        ``person`` (a registry ID) recalls only that person's: the events of their
+        relationship and the memories derived from them or about them, ranked as if the
+        scope held nothing else. Without it, items carry their ``person``, and a query
+        naming people of the registry puts what belongs only to others after the rest.
         """
         request, checked_mode = self._recall_query(
             query,
@@ -704,7 +719,10 @@ class Scope:
             kinds=kinds,
             exclude_event_ids=exclude_event_ids,
             exclude_from_seq=exclude_from_seq,
+            person=person,
         )
+        if request.person is not None:
+            await self._read(people.load_person, request.person)  # not_found for a stranger
         request, warnings = await self._with_query_vector(request, checked_mode)
         runtime = self._runtime
         matrices = runtime.matrices_for(request)
@@ -733,6 +751,7 @@ class Scope:
         kinds: Collection[str] | None = None,
         exclude_event_ids: Collection[str] | None = None,
         exclude_from_seq: int | None = None,
+        person: str | None = None,
     ) -> tuple[RecallQuery, RecallMode]:
         """``recall``'s arguments checked: the request it reads (without the query's
         embedding: ``_with_query_vector``) and its mode."""
@@ -766,6 +785,7 @@ class Scope:
             half_life_days=settings.freshness_half_life_days,
             fade_after_days=settings.fade_after_days,
             coarsen_after_days=settings.coarsen_after_days,
+            person=optional_name(person, "person"),
         )
         return request, mode
 
@@ -898,6 +918,7 @@ class Scope:
         as_of: str | datetime | None = None,
         counter: TokenCounter = estimate_tokens,
         exclude_event_ids: Collection[str] | None = None,
+        person: str | None = None,
     ) -> ContextPack:
         """A context pack for resuming ``session`` within ``budget`` tokens under ``counter``.
 
@@ -911,7 +932,9 @@ class Scope:
         ``amem.estimate_tokens``); ``model`` is validated and does not change counting.
         ``exclude_event_ids`` leaves those events and their memories out of the recalled
         memories (the turn the pack is built for: the host's prompt holds it already).
-        The same inputs give the same pack.
+        ``person`` (a registry ID) makes it that person's pack: after the persona, who they
+        are (names, state) and their profile memories; memories are recalled from theirs
+        only. The same inputs give the same pack.
         """
         session = require_name(session, "session")
         budget = require_int(budget, "budget", low=1, high=MAX_BUDGET)
@@ -922,6 +945,7 @@ class Scope:
         if not callable(counter):
             raise InvalidInput("counter must be a function from text to a token count")
         when = when_or_now(as_of, "as_of")
+        person = optional_name(person, "person")
         most = packs.memory_limit(budget)
         runtime = self._runtime
         # Memories are recalled for the host's query, else for the checkpoint's goal and
@@ -933,7 +957,11 @@ class Scope:
         embedded = None
         if about is not None:
             first, _ = self._recall_query(
-                about, limit=most, as_of=when, exclude_event_ids=exclude_event_ids
+                about,
+                limit=most,
+                as_of=when,
+                exclude_event_ids=exclude_event_ids,
+                person=person,
             )
             embedded, _ = await self._with_query_vector(first, "auto")
         ran: list[tuple[RecallQuery, Recalled]] = []
@@ -942,7 +970,11 @@ class Scope:
             request = embedded
             if request is None or request.query != text:
                 request, _ = self._recall_query(
-                    text, limit=most, as_of=when, exclude_event_ids=exclude_event_ids
+                    text,
+                    limit=most,
+                    as_of=when,
+                    exclude_event_ids=exclude_event_ids,
+                    person=person,
                 )
             request = replace(request, limit=min(MAX_RECALL_LIMIT, most + agreements))
             found = recall_memories(
@@ -958,6 +990,7 @@ class Scope:
             as_of=when,
             recall=recall,
             decay=self._decay(),
+            person=person,
         )
         for request, found in ran:
             self._after_recall(request, found)
@@ -968,9 +1001,11 @@ class Scope:
             "session": session,
             "as_of": when.isoformat(),
         }
-        skip = {a["id"] for a in shown.agreements}
+        skip = {a["id"] for a in shown.agreements} | {p["id"] for p in shown.profile}
         components = [
             ("persona", packs.persona_component(shown.persona)),
+            ("person", shown.person),
+            ("profile", shown.profile),
             ("checkpoint", packs.checkpoint_component(shown.checkpoint)),
             ("agreements", shown.agreements),
             ("memories", packs.memories_component(shown.pinned, shown.recalled, skip, most)),
@@ -1085,6 +1120,7 @@ class Scope:
         until: str | datetime | None = None,
         subject: str | None = None,
         fact_key: str | None = None,
+        person: str | None = None,
         everything: bool = False,
         dry_run: bool = False,
         progress: Progress | None = None,
@@ -1094,18 +1130,27 @@ class Scope:
 
         Selectors, combined (every given one must hold): ``session``; ``since`` and
         ``until`` (``since <= occurred_at < until``); ``subject`` with an optional
-        ``fact_key`` (events with a memory about it: the whole event goes, siblings too).
-        ``everything=True`` selects the whole scope and goes alone. At least one is
-        required. ``dry_run=True`` returns what would go and writes nothing.
+        ``fact_key`` (events with a memory about it: the whole event goes, siblings too);
+        ``person``, a person of the registry (the events of their relationship, with the
+        memories derived from them). ``everything=True`` selects the whole scope and goes
+        alone. At least one is required. ``dry_run=True`` returns what would go and writes
+        nothing.
+
+        ``person`` alone erases the person's whole relationship and, after the last
+        batch, their state (``states`` counts it). Then ``remove_person`` takes them out
+        of the registry, unless memories derived from other people's events are still
+        about them (``person_in_use``): those belong to the others and stay.
 
         Runs in batches of a few hundred events, each its own transaction, so other writers
         are never held up for long; an interrupted erase leaves whole events erased and the
         rest untouched, and running it again erases the rest. ``progress(done, total)``
         counts selected events.
         """
-        selector = erase_selector(session, since, until, subject, fact_key, everything)
+        selector = erase_selector(session, since, until, subject, fact_key, everything, person)
         if not isinstance(dry_run, bool):
             raise InvalidInput("dry_run must be true or false")
+        if selector.person is not None:
+            await self._read(people.load_person, selector.person)  # not_found for a stranger
         if dry_run:
             return await self._read(erasure.preview, selector)
         total = await self._read(erasure.count_selected, selector)
@@ -1118,6 +1163,9 @@ class Scope:
             done += len(starts)
             if progress is not None:
                 progress(min(done, total), total)
+        if selector.whole_person:
+            states = await self._write(erasure.erase_person_state, selector)
+            erased = erased.model_copy(update={"states": states})
         return erased
 
     async def _erase_ids(self, event_ids: Sequence[str]) -> Erasure:
@@ -1264,16 +1312,24 @@ class Scope:
         start: int = 0,
         expected_cursor: int | None = None,
         checkpoint: Mapping[str, Any] | None = None,
+        people: Mapping[str, str] | None = None,
     ) -> CaptureResult:
         """Capture a host's transcript slice, in order, in one transaction.
 
         ``entries`` are the transcript's entries from index ``start`` on, each a mapping
         with ``event_id`` (required: a stable ID), ``text``, ``role`` and optionally
-        ``session``, ``source``, ``category``, ``occurred_at``. Entries before this
-        instance's cursor are skipped, the rest stored idempotently; an optional
-        ``checkpoint`` (the fields of ``save_checkpoint``) is saved; then the cursor
-        advances. ``expected_cursor`` turns on compare-and-set: if the stored cursor
+        ``session``, ``source``, ``category``, ``occurred_at``, ``person`` and ``speaker``.
+        Entries before this instance's cursor are skipped, the rest stored idempotently;
+        an optional ``checkpoint`` (the fields of ``save_checkpoint``) is saved; then the
+        cursor advances. ``expected_cursor`` turns on compare-and-set: if the stored cursor
         differs, nothing is written (``version_conflict``).
+
+        ``people`` maps speakers to person IDs of the registry (``upsert_person``): an
+        entry's speaker is its ``speaker`` (a name the host gives whoever said it, e.g. a
+        user of a group chat; not stored) or, without one, its ``role``, exactly as
+        written. A newly stored entry whose speaker is mapped belongs to that person,
+        unless it names a ``person`` itself. A person ID the mapping names that is not in
+        the registry refuses the whole slice (``not_found``): nothing is written.
         """
         instance = require_name(instance, "instance")
         start = require_int(start, "start", low=0, high=MAX_INTEGER)
@@ -1284,7 +1340,10 @@ class Scope:
         for n, entry in enumerate(entries):
             if not isinstance(entry, Mapping) or entry.get("event_id") is None:
                 raise InvalidInput(f"entries[{n}] needs an event_id (a stable ID)")
-        made = await self._new_events(entries)
+        speakers = speaker_people(people)
+        made = await self._new_events(
+            [captured_entry(entry, speakers, f"entries[{n}]") for n, entry in enumerate(entries)]
+        )
         fields = None if checkpoint is None else checkpoint_from(checkpoint)
         result = await self._write(
             capture.ingest,
@@ -1294,6 +1353,7 @@ class Scope:
             expected_cursor=expected_cursor,
             checkpoint=fields,
             now=db_now(),
+            people=sorted(set(speakers.values())),
         )
         self._runtime.after_commit(result.receipts)
         return result
@@ -1305,13 +1365,16 @@ class Scope:
         *,
         checkpoint: Mapping[str, Any] | None = None,
         progress: Progress | None = None,
+        people: Mapping[str, str] | None = None,
     ) -> CaptureResult:
         """Capture a whole transcript (``entries`` from its first entry on, as
         ``host_ingest`` takes them): the entries past this instance's cursor are sent in
         slices of at most ``MAX_CAPTURE_ENTRIES``, each one compare-and-set transaction from
         the cursor it read, and ``checkpoint`` goes with the last, so it is saved only once
-        everything before it is captured. ``progress(done, total)`` follows the slices. The
-        result adds up every slice.
+        everything before it is captured. ``progress(done, total)`` follows the slices.
+        ``people`` maps speakers to person IDs, as ``host_ingest`` takes it (checked with
+        the first slice: an unknown person ID writes nothing). The result adds up every
+        slice.
         """
         cursor = first = await self.capture_cursor(instance)
         slices: list[CaptureResult] = []
@@ -1324,6 +1387,7 @@ class Scope:
                 start=cursor,
                 expected_cursor=cursor,
                 checkpoint=checkpoint if last else None,
+                people=people,
             )
             slices.append(done)
             cursor = done.cursor
@@ -1426,7 +1490,9 @@ class Scope:
         they have a state: ``erase(person=...)`` first, or ``assign`` the events away."""
         return await self._write(people.remove_person, require_name(person_id, "person_id"))
 
-    async def assign(self, event_id: str, person: str | None, reason: str | None = None) -> Assignment:
+    async def assign(
+        self, event_id: str, person: str | None, reason: str | None = None
+    ) -> Assignment:
         """Move an event into ``person``'s relationship (None: no one's), with every
         memory derived from it, without copying anything. Its role, text and times stay
         as they were: an assistant's words stay the assistant's. Recorded with
@@ -1452,7 +1518,11 @@ class Scope:
         return await self._save_state(None, data, expected_version)
 
     async def patch_state(
-        self, base: Mapping[str, Any] | State, new: Mapping[str, Any] | State, *, person: str | None = None
+        self,
+        base: Mapping[str, Any] | State,
+        new: Mapping[str, Any] | State,
+        *,
+        person: str | None = None,
     ) -> State:
         """Apply the top-level keys ``new`` changes from ``base`` (the state as the caller
         read it) to the state as stored now, one version on; keys the caller did not
@@ -1484,9 +1554,7 @@ class Scope:
         if expected_version is not None:
             require_int(expected_version, "expected_version", low=0, high=MAX_INTEGER)
         people.state_json(data)  # refused before the write lock is taken
-        return await self._write(
-            people.save_state, person, data, expected_version, db_now()
-        )
+        return await self._write(people.save_state, person, data, expected_version, db_now())
 
     # --- browsing and capacity ----------------------------------------------------------
 
@@ -1504,6 +1572,7 @@ class Scope:
         tier: str | None = None,
         cursor: str | None = None,
         limit: int = DEFAULT_LIST_LIMIT,
+        person: str | None = None,
     ) -> Listing:
         """One page of what this scope stores: ``memories`` or ``events``, newest stored
         first, with the totals of every page.
@@ -1513,7 +1582,8 @@ class Scope:
         ``occurred_at`` (events). Memories are current ones unless ``include_revoked``
         (corrected or retracted) or ``include_expired`` (validity ended by now) add the
         others, flagged. ``next_cursor`` continues with the same filters; rows written
-        meanwhile never shift a page. ``limit`` is 1 to 500.
+        meanwhile never shift a page. ``limit`` is 1 to 500. ``person`` (a registry ID)
+        lists only that person's events, or the memories derived from them or about them.
         """
         query = self._list_query(
             what,
@@ -1526,7 +1596,10 @@ class Scope:
             include_expired=include_expired,
             tier=tier,
             limit=limit,
+            person=person,
         )
+        if query.person is not None:
+            await self._read(people.load_person, query.person)  # not_found for a stranger
         if cursor is not None:
             if not isinstance(cursor, str):
                 raise InvalidInput("cursor must be a string a listing returned")
@@ -1548,6 +1621,7 @@ class Scope:
         include_expired: object,
         tier: object,
         limit: object,
+        person: object = None,
     ) -> listing.ListQuery:
         what = require_choice(what, "what", LIST_TARGETS)
         if what == "events" and (
@@ -1575,6 +1649,7 @@ class Scope:
             tier=None if tier is None else require_choice(tier, "tier", MEMORY_TIERS),
             limit=require_int(limit, "limit", low=1, high=MAX_LIST_LIMIT),
             now=db_now(),
+            person=optional_name(person, "person"),
         )
 
     async def set_limits(
@@ -1610,17 +1685,19 @@ def erase_selector(
     subject: str | None,
     fact_key: str | None,
     everything: bool,
+    person: str | None = None,
 ) -> erasure.Selector:
     """The events a bulk erase starts from, checked: at least one selector, and
     ``everything`` alone, so that nothing is erased by accident."""
     if not isinstance(everything, bool):
         raise InvalidInput("everything must be true or false")
-    given = [x is not None for x in (session, since, until, subject, fact_key)]
+    given = [x is not None for x in (session, since, until, subject, fact_key, person)]
     if everything and any(given):
         raise InvalidInput("everything=True erases the whole scope and takes no other selector")
     if not everything and not any(given):
         raise InvalidInput(
-            "say what to erase: session, since/until, subject (with fact_key), or everything=True"
+            "say what to erase: session, since/until, subject (with fact_key), person, "
+            "or everything=True"
         )
     if fact_key is not None and subject is None:
         raise InvalidInput("fact_key needs subject")
@@ -1638,6 +1715,7 @@ def erase_selector(
         until=end,
         subject=subject,
         fact_key=fact_key,
+        person=optional_name(person, "person"),
         everything=everything,
     )
 

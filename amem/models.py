@@ -436,6 +436,8 @@ class Erasure(Record):
     event_ids: list[str]
     memory_ids: list[str]
     ids_truncated: bool
+    states: int = 0
+    """Person states deleted (``erase(person=...)`` alone deletes the person's state)."""
 
 
 # --- tiers: consolidation and compaction -------------------------------------------------

@@ -34,6 +34,25 @@ def persona_lines(persona: dict[str, Any]) -> list[str]:
     return [f"Persona ({persona['id']}, version {persona['version']}):", persona["text"]]
 
 
+def person_lines(person: dict[str, Any]) -> list[str]:
+    names = ", ".join(person.get("aliases", []))
+    lines = [
+        f"Person: {person['display_name']}"
+        + (f" (also {names})" if names else "")
+        + f" [{person['id']}]"
+    ]
+    for name in ("locale", "timezone", "notes"):
+        if name in person:
+            lines.append(f"- {name}: {one_line(person[name])}")
+    if "state" in person:
+        lines.append(f"- state: {json.dumps(person['state'], ensure_ascii=False)}")
+    return lines
+
+
+def profile_lines(memories: list[dict[str, Any]]) -> list[str]:
+    return ["Their profile:", *memory_lines(memories)[1:]]
+
+
 def checkpoint_lines(checkpoint: dict[str, Any]) -> list[str]:
     lines = [f"Task checkpoint (saved {checkpoint['saved_at']}):"]
     lines.append(f"- goal: {one_line(checkpoint['goal'])}")
@@ -88,6 +107,8 @@ def one_line(text: str) -> str:
 
 SECTIONS: dict[str, Callable[[Any], list[str]]] = {
     "persona": persona_lines,
+    "person": person_lines,
+    "profile": profile_lines,
     "checkpoint": checkpoint_lines,
     "agreements": agreement_lines,
     "memories": memory_lines,

@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import contextlib
+import html
 import io
 import os
+import re
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import anyio
 import anyio.lowlevel
+import pytest
 
 import amem
 from amem.cli import main
 from amem.db.schema import V1
+
+if TYPE_CHECKING:
+    import httpx
 
 T = TypeVar("T")
 
@@ -134,14 +142,15 @@ async def derive(
     at: str = JAN,
     kind: str = "fact",
     basis: str | None = None,
+    person: str | None = None,
     **draft: object,
 ) -> amem.MemoryRecord:
-    """An event saying ``event`` and one memory derived from it: ``text`` (default
-    ``Memory of <event>``) quoting ``quote`` (default: all of it), on the basis of what
-    the event's role says (a user statement, else an assistant expression) unless
-    ``basis`` names another."""
+    """An event saying ``event`` (of ``person``'s relationship) and one memory derived from
+    it: ``text`` (default ``Memory of <event>``) quoting ``quote`` (default: all of it), on
+    the basis of what the event's role says (a user statement, else an assistant
+    expression) unless ``basis`` names another."""
     receipt = await scope.submit_event(
-        event, role=role, event_id=event_id, session=session, occurred_at=at
+        event, role=role, event_id=event_id, session=session, occurred_at=at, person=person
     )
     basis = basis or ("user_statement" if role == "user" else "assistant_expression")
     fields = {
@@ -169,6 +178,85 @@ async def remember_each(
 ) -> list[str]:
     """One user event per text, each with one fact saying exactly it; the facts' IDs."""
     return [(await derive(scope, text, text, at=at)).id for text in texts]
+
+
+# --- the inspector's pages -----------------------------------------------------------------
+
+
+def text_of(page: str) -> str:
+    """A page's text as a reader sees it: tags gone, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def linked_ids(page: str, path: str) -> list[str]:
+    """The ``id`` of each link of ``page`` to the inspector's ``path``, in order."""
+    return re.findall(rf'href="{path}\?[^"]*?&amp;id=([^"&]+)"', page)
+
+
+def next_page(page: str) -> str | None:
+    found = re.search(r'<a href="([^"]+)">next page »</a>', page)
+    return None if found is None else html.unescape(found.group(1))
+
+
+async def every_page(client: httpx.AsyncClient, url: str, params: dict[str, str]) -> list[str]:
+    """Every page of ``url``, following each "next page" link from the first."""
+    pages = [(await client.get(url, params=params)).text]
+    while (following := next_page(pages[-1])) is not None:
+        response = await client.get(following)
+        assert response.status_code == 200
+        pages.append(response.text)
+    return pages
+
+
+@contextlib.asynccontextmanager
+async def inspector_client(path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of the inspector's app over ``path``, in process."""
+    import httpx
+
+    from amem.inspector.app import create_app
+    from amem.inspector.source import readable_file
+
+    app = create_app(readable_file(path), amem.Settings())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        yield client
+
+
+def inspect_process(*args: str, sigint: Any = signal.SIG_DFL) -> subprocess.Popen[str]:
+    """``amem inspect ARGS`` as a real process: it serves until a signal stops it. It starts
+    with SIGINT handled as ``sigint`` says, whatever this process does with it (a pytest
+    worker may ignore it, and a child inherits that)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "amem", "inspect", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
+    )
+
+
+def announced_url(process: subprocess.Popen[str]) -> str:
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    found = re.search(r"(http://127\.0\.0\.1:\d+/\S*)", line)
+    assert found, line
+    return found.group(1)
+
+
+INSTALL_CHROMIUM = (
+    "the browser test needs Debian's chromium: apt-get install -y --no-install-recommends "
+    "chromium (.ci/run does this on a fresh machine)"
+)
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or (
+        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+    )
+    if found is None:
+        pytest.fail(INSTALL_CHROMIUM)
+    return found
 
 
 # --- reading a database file outside amem --------------------------------------------------
@@ -270,8 +358,22 @@ async def cancelled_after(ticks: int, call: Callable[[], Awaitable[T]]) -> list[
     return finished
 
 
+def undo_v11(conn: sqlite3.Connection) -> None:
+    """Take back schema v11: the people tables, and the person columns with their indexes,
+    go."""
+    for table in ("states", "assignments", "person_names", "people"):
+        conn.execute(f"drop table {table}")
+    for name in ("events_by_person", "memories_by_person"):
+        conn.execute(f"drop index {name}")
+    conn.execute("alter table events drop column person")
+    for column in ("person", "about"):
+        conn.execute(f"alter table memories drop column {column}")
+
+
 def undo_v10(conn: sqlite3.Connection) -> None:
-    """Take back schema v10: ``temp_files``, ``scrubs`` and its triggers go."""
+    """Take back schema v10, and v11 after it: ``temp_files``, ``scrubs`` and its triggers
+    go."""
+    undo_v11(conn)
     for name in ("events_erased", "memories_erased"):
         conn.execute(f"drop trigger {name}")
     conn.execute("drop table scrubs")

@@ -453,7 +453,10 @@ def an_event_last(lines: list[str]) -> list[str]:
 CRAFTED_ARCHIVES: dict[str, tuple[Callable[[list[str]], list[str]], str]] = {
     "a line nested 100,000 deep": (nested_row, "line 2 nests deeper than any line amem writes"),
     "a line of 17 MiB": (overlong_row, "line 4 is longer than any line amem writes"),
-    "tables out of order": (an_event_last, ": tables must come in the order erased_events, events"),
+    "tables out of order": (
+        an_event_last,
+        ": tables must come in the order erased_events, people, events",
+    ),
 }
 
 

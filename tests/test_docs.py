@@ -116,6 +116,7 @@ def test_every_spec_cli_command_exists() -> None:
     spec |= {"correct", "retract", "delete", "erase"}  # SPEC section 10: forgetting
     spec |= {"list", "status"}  # SPEC §10 (issue 16)
     spec |= {"inspect"}  # SPEC §10 (issue 18)
+    spec |= {"people"}  # SPEC §11 (issue 31)
     beyond = {"limits"}  # capacity limits (issue 16), named by neither spec section
     beyond |= {"remember"}  # a memory from a shell in one step (issue 30)
     beyond |= {"claude-code-hook", "claude-code-capture"}  # Claude Code capture (issue 18)

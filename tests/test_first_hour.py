@@ -31,6 +31,9 @@ READ_ONLY_LINES = {
     "read": ["read", "m-1"],
     "persona show": ["persona", "show"],
     "persona history": ["persona", "history", "assistant"],
+    "people": ["people"],
+    "people list": ["people", "list"],
+    "people find": ["people", "find", "Anna"],
     "doctor": ["doctor"],
     "doctor --rebuild-index": ["doctor", "--rebuild-index"],
     "export": ["export", "OUT"],
@@ -47,7 +50,7 @@ READ_ONLY_LINES = {
 
 def test_every_read_only_command_is_checked_here() -> None:
     named = {
-        " ".join(words[:2]) if words[0] == "persona" else words[0]
+        " ".join(words[:2]) if words[0] in ("persona", "people") else words[0]
         for words in READ_ONLY_LINES.values()
     }
     assert named >= READ_ONLY_COMMANDS

@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import re
-import shutil
 import signal
 import socket
 import sqlite3
 import struct
-import subprocess
-import sys
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,11 +19,21 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from helpers import amem_cli, clean_env, remember
+from helpers import (
+    amem_cli,
+    announced_url,
+    chromium,
+    every_page,
+    inspect_process,
+    inspector_client,
+    linked_ids,
+    next_page,
+    remember,
+    text_of,
+)
 
 import amem
 from amem.db.schema import SCHEMA_VERSION
-from amem.inspector.app import create_app
 from amem.inspector.graph import MAX_NODES
 from amem.inspector.source import readable_file
 
@@ -98,33 +104,8 @@ async def sample(db_path: Path) -> Sample:
 
 @pytest.fixture
 async def client(sample: Sample) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(readable_file(sample.path), amem.Settings())
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+    async with inspector_client(sample.path) as client:
         yield client
-
-
-def text_of(page: str) -> str:
-    """A page's text as a reader sees it: tags gone, entities decoded."""
-    return html.unescape(re.sub(r"<[^>]+>", " ", page))
-
-
-def linked_ids(page: str, path: str) -> list[str]:
-    return re.findall(rf'href="{path}\?[^"]*?&amp;id=([^"&]+)"', page)
-
-
-def next_page(page: str) -> str | None:
-    found = re.search(r'<a href="([^"]+)">next page »</a>', page)
-    return None if found is None else html.unescape(found.group(1))
-
-
-async def every_page(client: httpx.AsyncClient, url: str, params: dict[str, str]) -> list[str]:
-    pages = [(await client.get(url, params=params)).text]
-    while (following := next_page(pages[-1])) is not None:
-        response = await client.get(following)
-        assert response.status_code == 200
-        pages.append(response.text)
-    return pages
 
 
 async def test_scopes_page_lists_every_scope_with_its_counts(client: httpx.AsyncClient) -> None:
@@ -442,28 +423,6 @@ async def test_a_schema_it_does_not_read_is_refused_unchanged(
     assert fingerprint(sample.path) == before
 
 
-def inspect_process(*args: str, sigint: Any = signal.SIG_DFL) -> subprocess.Popen[str]:
-    """``amem inspect ARGS`` as a real process: it serves until a signal stops it. It starts
-    with SIGINT handled as ``sigint`` says, whatever this process does with it (a pytest
-    worker may ignore it, and a child inherits that)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "amem", "inspect", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=clean_env(),
-        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
-    )
-
-
-def announced_url(process: subprocess.Popen[str]) -> str:
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    found = re.search(r"(http://127\.0\.0\.1:\d+/\S*)", line)
-    assert found, line
-    return found.group(1)
-
-
 def test_the_command_explains_itself() -> None:
     result = amem_cli("inspect", "--help")
     assert result.returncode == 0, result.stderr
@@ -519,20 +478,6 @@ def test_the_command_serves_on_127_0_0_1_until_interrupted(tmp_path: Path, sigin
 # --- a real browser ------------------------------------------------------------------------
 # Playwright's sync API drives Debian's chromium (never a browser of Playwright's own). Its
 # async API is asyncio-only, so this is a plain test that runs once.
-
-INSTALL_CHROMIUM = (
-    "the browser test needs Debian's chromium: apt-get install -y --no-install-recommends "
-    "chromium (.ci/run does this on a fresh machine)"
-)
-
-
-def chromium() -> str:
-    found = shutil.which("chromium") or (
-        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-    )
-    if found is None:
-        pytest.fail(INSTALL_CHROMIUM)
-    return found
 
 
 def png_facts(data: bytes) -> tuple[int, int, int]:

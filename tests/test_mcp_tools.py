@@ -55,6 +55,9 @@ SPEC_REQUIRED: dict[str, set[str]] = {
     "memory_pin": {"memory_id"},
     "memory_consolidate": set(),
     "memory_compact_working": {"session"},
+    "person_list": set(),
+    "person_upsert": {"display_name"},
+    "person_assign": {"event_id"},
 }
 EVIDENCE_TOOLS = ("memory_recall", "memory_read", "session_resume", "memory_list")
 

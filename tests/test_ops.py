@@ -133,12 +133,15 @@ async def test_export_then_import_reproduces_the_same_archive(tmp_path: Path) ->
         exported = await mem.export(tmp_path / "a.jsonl")
     assert exported.counts == {
         "erased_events": 0,
+        "people": 0,
         "events": 6,
         "personas": 2,
         "memories": 4,
         "relations": 2,
         "checkpoints": 1,
         "capture_cursors": 1,
+        "assignments": 0,
+        "states": 0,
     }
     async with amem.open(tmp_path / "b.db", settings=settings()) as mem:
         imported = await mem.import_archive(tmp_path / "a.jsonl")

@@ -21,7 +21,19 @@ from typing import Any
 
 from ..errors import AmemError
 from ..version import __version__
-from . import archive, browse, claude_code, demo, events, ingest, inspect, personas, serve, tiers
+from . import (
+    archive,
+    browse,
+    claude_code,
+    demo,
+    events,
+    ingest,
+    inspect,
+    people,
+    personas,
+    serve,
+    tiers,
+)
 from .common import Command, common_options
 
 COMMANDS: tuple[Callable[[Command], None], ...] = (
@@ -29,6 +41,7 @@ COMMANDS: tuple[Callable[[Command], None], ...] = (
     demo.add_commands,  # demo
     events.add_commands,  # submit, remember, recall, read, correct, retract, delete, erase
     personas.add_commands,  # persona show|set|history|rollback
+    people.add_commands,  # people [list|add|find|assign|remove]
     ingest.add_commands,  # reindex, retry, host-ingest
     archive.add_commands,  # export, import, backup, restore, doctor
     browse.add_commands,  # list, status, limits

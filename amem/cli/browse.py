@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..errors import InvalidInput
 from ..limits import DEFAULT_LIST_LIMIT
 from .common import Command, answer, handler
+from .people import add_person_option, optional_person
 from .show import capacity_lines, listing_lines, scope_lines, status_lines
 
 if TYPE_CHECKING:
@@ -21,7 +22,16 @@ async def run_list(args: argparse.Namespace) -> int:
     if args.what != "scopes":
         await answer(args, list_page, listing_lines)
         return 0
-    filters = (args.kinds, args.roles, args.session, args.since, args.until, args.cursor, args.tier)
+    filters = (
+        args.kinds,
+        args.roles,
+        args.session,
+        args.since,
+        args.until,
+        args.cursor,
+        args.tier,
+        args.person,
+    )
     if any(value is not None for value in filters) or args.revoked or args.expired:
         raise InvalidInput("'amem list scopes' takes no filters and no cursor")
     await answer(args, list_scopes, lambda listed: scope_lines(listed["scopes"]))
@@ -41,6 +51,7 @@ async def list_page(args: argparse.Namespace, _: Memory, scope: Scope) -> Listin
         tier=args.tier,
         cursor=args.cursor,
         limit=args.limit,
+        person=await optional_person(scope, args.person),
     )
 
 
@@ -140,6 +151,7 @@ def add_commands(command: Command) -> None:
         default=DEFAULT_LIST_LIMIT,
         help="items per page, 1 to 500 (default 50)",
     )
+    add_person_option(browse, "only the events of, or the memories belonging to or about")
 
     command(
         "status",

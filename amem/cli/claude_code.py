@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidInput
 from ..limits import CAPTURE_SECONDS, MAX_TRANSCRIPT_LINE_BYTES, VECTOR_WAIT_SECONDS
 from .common import Command, opened, progress, show, wait_for_vectors
-from .ingest import capture_line
-from .options import seconds
+from .ingest import capture_line, chosen_people
+from .options import add_people_option, people_of, seconds
 
 if TYPE_CHECKING:
     from ..hosts.claude_code import Captured, LeftOut, Transcript
+
+SPEAKERS = "user or assistant: a Claude Code transcript names no one"
 
 
 async def run_claude_code_hook(args: argparse.Namespace) -> int:
@@ -25,11 +27,16 @@ async def run_claude_code_hook(args: argparse.Namespace) -> int:
     from ..hosts import claude_code
 
     # stdout is Claude Code's (it parses JSON there): this command writes only to stderr
+    given = people_of(args.person)
+    claude_code.check_speakers(given)
     hook = await anyio.to_thread.run_sync(claude_code.read_hook_input, sys.stdin.fileno())
     started = anyio.current_time()
     with closing(await open_transcript(hook.transcript_path, hook.session_id)) as transcript:
         async with opened(args) as (memory, scope):
-            done = await claude_code.capture(scope, transcript, time_limit=args.time_limit)
+            people = await chosen_people(scope, given)
+            done = await claude_code.capture(
+                scope, transcript, time_limit=args.time_limit, people=people
+            )
             left = args.time_limit - (anyio.current_time() - started)  # the wait is in it
             await wait_for_vectors(memory, min(VECTOR_WAIT_SECONDS, max(left, 0.0)))
     warn_left_out(hook.session_id, done.left_out)
@@ -43,15 +50,18 @@ async def run_claude_code_capture(args: argparse.Namespace) -> int:
 
     if args.session is not None and len(args.files) > 1:
         raise InvalidInput("--session names the session of one TRANSCRIPT; give one file")
+    given = people_of(args.person)
+    claude_code.check_speakers(given)
     named = [(path, args.session or path.stem) for path in args.files]
     for path, session in named:  # all checked before the database opens: a bad one changes nothing
         (await open_transcript(path, session)).close()
     captures = []
     async with opened(args) as (memory, scope):
+        people = await chosen_people(scope, given)
         for path, session in named:
             with closing(await open_transcript(path, session)) as transcript:
                 report = progress(f"claude-code-capture {session} (bytes)")
-                done = await claude_code.capture(scope, transcript, progress=report)
+                done = await claude_code.capture(scope, transcript, progress=report, people=people)
             warn_left_out(session, done.left_out)
             captures.append((session, done))
         await wait_for_vectors(memory)
@@ -126,6 +136,7 @@ def add_commands(command: Command) -> None:
         help=f"stop capturing after this long (default {CAPTURE_SECONDS:g}; keep it well "
         "under the hook's timeout)",
     )
+    add_people_option(hook, SPEAKERS)
     capture = command(
         "claude-code-capture",
         run_claude_code_capture,
@@ -141,3 +152,4 @@ def add_commands(command: Command) -> None:
     capture.add_argument(
         "--session", help="the session ID (one TRANSCRIPT only; default: its file name)"
     )
+    add_people_option(capture, SPEAKERS)

@@ -20,6 +20,7 @@ from ..limits import (
 )
 from .common import Command, dry_run_note, handler, opened, progress, read_text, show
 from .options import add_confirmation
+from .people import add_person_option, optional_person
 from .show import (
     LINE_CHARS,
     PREVIEW_ITEMS,
@@ -67,6 +68,7 @@ def add_commands(command: Command) -> None:
     submit.add_argument(
         "--occurred-at", help="ISO-8601 with a UTC offset, or a date (default: now)"
     )
+    add_person_option(submit, "the event (and what is derived from it) belongs to")
 
     remember = command(
         "remember",
@@ -99,6 +101,7 @@ def add_commands(command: Command) -> None:
         help="when it was said, ISO-8601 with a UTC offset, or a date (default: now); the "
         "memory is true from then",
     )
+    add_person_option(remember, "the event and its memory belong to")
 
     recall = command(
         "recall",
@@ -138,6 +141,7 @@ def add_commands(command: Command) -> None:
         metavar="N",
         help="leave out events with seq >= N and their memories",
     )
+    add_person_option(recall, "only what belongs to or is about")
 
     read = command(
         "read",
@@ -220,6 +224,7 @@ def add_commands(command: Command) -> None:
     erase.add_argument("--until", metavar="TIME", help="events that occurred before TIME")
     erase.add_argument("--subject", help="events with a memory about this subject")
     erase.add_argument("--fact-key", metavar="KEY", help="with --subject: and this fact key")
+    add_person_option(erase, "events belonging to (alone: with their state)")
     erase.add_argument("--everything", action="store_true", help="every event of the scope")
     erase.add_argument(
         "--tombstones-from", metavar="ARCHIVE", type=Path, help="apply an archive's tombstones"
@@ -236,6 +241,7 @@ async def submit_event(args: argparse.Namespace, _: Memory, scope: Scope) -> Eve
         source=args.source,
         category=args.category,
         occurred_at=args.occurred_at,
+        person=await optional_person(scope, args.person),
     )
 
 
@@ -275,7 +281,11 @@ async def remember_text(args: argparse.Namespace, _: Memory, scope: Scope) -> Re
     draft |= {"subject": args.subject, "fact_key": args.fact_key}
     [checked] = parse_drafts([draft])
     receipt = await scope.submit_event(
-        said, role="user", session=args.session, occurred_at=args.occurred_at
+        said,
+        role="user",
+        session=args.session,
+        occurred_at=args.occurred_at,
+        person=await optional_person(scope, args.person),
     )
     [memory] = await scope.add_memories(receipt.event_id, [checked])
     return Remembered(memory=memory, event=receipt)
@@ -300,6 +310,7 @@ async def search(args: argparse.Namespace, _: Memory, scope: Scope) -> RecallRes
         kinds=args.kinds,
         exclude_event_ids=args.exclude_event_ids,
         exclude_from_seq=args.exclude_from_seq,
+        person=await optional_person(scope, args.person),
     )
 
 
@@ -417,7 +428,7 @@ def deletion_lines(done: Deletion, said: dict[str, str], memory_id: str | None) 
 
 
 async def run_erase(args: argparse.Namespace) -> int:
-    selectors = (args.session, args.since, args.until, args.subject, args.fact_key)
+    selectors = (args.session, args.since, args.until, args.subject, args.fact_key, args.person)
     if args.tombstones_from is None:
         async with opened(args) as (memory, scope):
             erased = await erase_events(args, memory, scope)
@@ -443,6 +454,7 @@ async def erase_events(args: argparse.Namespace, _: Memory, scope: Scope) -> Era
         until=args.until,
         subject=args.subject,
         fact_key=args.fact_key,
+        person=await optional_person(scope, args.person),
         everything=args.everything,
         dry_run=not args.yes,
         progress=progress("erase"),
@@ -465,9 +477,10 @@ def erasure_lines(e: Erasure, said: dict[str, str]) -> list[str]:
 
 def erasure_line(e: Erasure) -> str:
     verb = "would erase" if e.dry_run else "erased"
+    states = f", {e.states} person state" if e.states else ""
     return (
         f"{e.persona}/{e.project}: {verb} {e.events} events, {e.memories} memories, "
-        f"{e.relations} relations, {e.vectors} vectors, {e.search_rows} search rows; "
+        f"{e.relations} relations, {e.vectors} vectors, {e.search_rows} search rows{states}; "
         f"{e.checkpoints_invalidated} checkpoints invalidated, {e.checkpoints_cleared} cleared"
     )
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
 from .common import Command, answer, handler, progress, read_text
+from .options import add_people_option, people_of
+from .people import chosen_person
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -44,10 +46,12 @@ def add_commands(command: Command) -> None:
         "capture a host transcript (JSONL)",
         (
             "Capture a host's transcript: FILE holds one JSON object per line with event_id, "
-            "text, role and optionally session, source, category, occurred_at, in transcript "
-            "order ('-' reads stdin). Entries this instance already captured are skipped; the "
-            "rest are stored idempotently, an optional checkpoint is saved, and only then does "
-            "the instance's cursor advance. A competing writer is detected (version_conflict)."
+            "text, role and optionally session, source, category, occurred_at, person, "
+            "speaker, in transcript order ('-' reads stdin). Entries this instance already "
+            "captured are skipped; the rest are stored idempotently, an optional checkpoint is "
+            "saved, and only then does the instance's cursor advance. A competing writer is "
+            "detected (version_conflict). --person puts the new events of a speaker (an "
+            "entry's speaker, else its role) in that person's relationship."
         ),
     )
     ingest.add_argument("file", metavar="FILE")
@@ -55,6 +59,7 @@ def add_commands(command: Command) -> None:
     ingest.add_argument("--session", help="session for the checkpoint")
     ingest.add_argument("--goal", help="save a checkpoint with this goal (needs --session)")
     ingest.add_argument("--next-action")
+    add_people_option(ingest, "an entry's speaker, else its role")
 
 
 async def reindex(args: argparse.Namespace, _: Memory, scope: Scope) -> ReindexResult:
@@ -97,14 +102,27 @@ async def run_host_ingest(args: argparse.Namespace) -> int:
         checkpoint = {"session": args.session, "goal": args.goal, "next_action": args.next_action}
     elif args.session or args.next_action:
         raise InvalidInput("--session and --next-action only go with --goal (a checkpoint)")
+    given = people_of(args.person)
 
     async def capture(args: argparse.Namespace, _: Memory, scope: Scope) -> CaptureResult:
         return await scope.capture_transcript(
-            args.instance, entries, checkpoint=checkpoint, progress=progress("host-ingest")
+            args.instance,
+            entries,
+            checkpoint=checkpoint,
+            progress=progress("host-ingest"),
+            people=await chosen_people(scope, given),
         )
 
     await answer(args, capture, capture_line, wait=True)
     return 0
+
+
+async def chosen_people(scope: Scope, given: dict[str, str] | None) -> dict[str, str] | None:
+    """``--person``'s speakers to person IDs, each person given by ID or by a name only one
+    person goes by (``people.chosen_person``): read before anything is written."""
+    if given is None:
+        return None
+    return {speaker: await chosen_person(scope, person) for speaker, person in given.items()}
 
 
 def capture_line(result: CaptureResult) -> str:

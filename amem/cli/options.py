@@ -21,6 +21,9 @@ READ_ONLY_COMMANDS: Final = frozenset(
         "doctor",
         "export",
         "list",
+        "people",
+        "people find",
+        "people list",
         "persona history",
         "persona show",
         "read",
@@ -38,7 +41,8 @@ def only_reads(args: argparse.Namespace) -> bool:
     """Whether this command line only reads the database: then a database file that does
     not exist is refused rather than created empty (a mistyped ``--db`` must not look
     like an empty memory)."""
-    command = f"persona {args.action}" if args.command == "persona" else args.command
+    action = getattr(args, "action", None)  # persona's and people's
+    command = f"{args.command} {action}" if action else args.command
     if getattr(args, "dry_run", False):
         return True
     if command == "limits":
@@ -72,6 +76,41 @@ def seconds(least: float, most: float, *, above: bool = False) -> Callable[[str]
         return number
 
     return parse
+
+
+def add_people_option(parser: argparse.ArgumentParser, speakers: str) -> None:
+    """``--person SPEAKER=PERSON``, repeated: a capture's ``people`` (``people_of``);
+    ``speakers`` says what a speaker is for this command."""
+    parser.add_argument(
+        "--person",
+        metavar="SPEAKER=PERSON",
+        action="append",
+        type=speaker_person,
+        help=f"the new events SPEAKER ({speakers}) said belong to PERSON, a person of the "
+        "scope's registry: their ID, or a name or alias only one of them goes by; repeat "
+        "for each speaker",
+    )
+
+
+def speaker_person(value: str) -> tuple[str, str]:
+    """An argparse type: ``SPEAKER=PERSON``, split at the first ``=`` (as ``KEY=VALUE``
+    options are)."""
+    speaker, equals, person = value.partition("=")
+    if not equals or not speaker.strip() or not person.strip():
+        raise argparse.ArgumentTypeError("must be SPEAKER=PERSON")
+    return speaker, person
+
+
+def people_of(pairs: list[tuple[str, str]] | None) -> dict[str, str] | None:
+    """The ``--person`` options as speaker to person (as given: an ID or a name); None
+    without any. One speaker given two people is refused."""
+    if not pairs:
+        return None
+    people: dict[str, str] = {}
+    for speaker, person in pairs:
+        if people.setdefault(speaker, person) != person:
+            raise InvalidInput("--person gives one speaker two different people")
+    return people
 
 
 def database_path(args: argparse.Namespace, settings: Settings) -> Path:

@@ -11,6 +11,11 @@ CURRENT_MEMORY = "m.revoked_at is null"
 """A memory ``m`` that still stands: not retracted, corrected, compacted or erased.
 Revoked memories are kept for audit, never shown as knowledge."""
 
+PERSON_MEMORY = """(m.person = :person
+    or exists (select 1 from json_each(m.about) where value = :person))"""
+"""A memory ``m`` of the person ``:person``: derived from one of their events, or about
+them (``memories.about``)."""
+
 EVENT_AS_OF = "e.status != 'amended' and e.occurred_at <= :as_of"
 """An event ``e`` whose words are evidence at ``:as_of``: it had happened, and it was not
 amended (corrected or retracted: its words are no key to anything)."""

@@ -23,6 +23,11 @@ messages; echoes of slash commands and shell escapes (``<command-name>``,
 ``<local-command-stdout>``, ``<bash-input>``, ...) and interruption notices; and every
 other line type (``summary``, ``system``, ``file-history-snapshot``, ...).
 
+A line's speaker is its role, ``user`` or ``assistant``: Claude Code writes no name of
+the person at the keyboard. A capture's ``people`` maps these to person IDs of the
+scope's registry (``{"user": "per_..."}``), so the events of a speaker it maps belong to
+that person's relationship.
+
 An event's ID is ``<sessionId>:<uuid>`` of its line (``claude-code:<uuid>`` for a line
 without a ``sessionId``: never the session name the capture was given, so an erased line's
 tombstone refuses it under any name), its session the line's ``sessionId`` (else the
@@ -47,7 +52,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import count as numbers
 from itertools import islice
@@ -74,6 +79,8 @@ from ..store.capture import combined
 
 SOURCE = "claude-code"
 """The ``source`` of every captured event."""
+SPEAKERS = ("user", "assistant")
+"""Who speaks in a transcript (a captured event's role): the names ``people`` maps."""
 MAX_PART_CHARS = (MAX_ID_CHARS - 1) // 2
 """Longest session ID and line uuid: ``<sessionId>:<uuid>`` is an event ID."""
 LEFT_OUT_FLAGS = ("isSidechain", "isMeta", "isCompactSummary", "isApiErrorMessage")
@@ -393,26 +400,43 @@ async def capture(
     *,
     time_limit: float | None = None,
     progress: Progress | None = None,
+    people: Mapping[str, str] | None = None,
 ) -> Captured:
     """Capture ``transcript`` in ``scope``: the entries past its session's cursor, slice
     by slice, each a compare-and-set transaction, until the transcript ends or, with
     ``time_limit`` (seconds), until that much time has passed (the slice in hand is
     finished). A capture of the same session that ran meanwhile (two hooks at once) is not
     an error: the cursor is read again and the rest is sent. ``progress(done, total)``
-    follows the bytes read."""
+    follows the bytes read. ``people`` maps speakers (``SPEAKERS``) to person IDs of the
+    scope's registry: one that is not there refuses the first slice, and nothing is
+    written (``not_found``)."""
+    check_speakers(people)
     deadline = None if time_limit is None else anyio.current_time() + time_limit
     attempts = CONFLICT_ATTEMPTS
     while True:
         try:
-            return await capture_past_cursor(scope, transcript, deadline, progress)
+            return await capture_past_cursor(scope, transcript, deadline, progress, people)
         except Conflict as exc:
             attempts -= 1
             if exc.code != "version_conflict" or not attempts:
                 raise
 
 
+def check_speakers(people: Mapping[str, str] | None) -> None:
+    """Refuse (``invalid_input``) a ``people`` that maps a speaker no transcript has."""
+    if people is not None and set(people) - set(SPEAKERS):
+        raise InvalidInput(
+            "a Claude Code transcript's speakers are user and assistant (it names no one): "
+            "people maps another name"
+        )
+
+
 async def capture_past_cursor(
-    scope: Scope, transcript: Transcript, deadline: float | None, progress: Progress | None
+    scope: Scope,
+    transcript: Transcript,
+    deadline: float | None,
+    progress: Progress | None,
+    people: Mapping[str, str] | None,
 ) -> Captured:
     instance = instance_for(transcript.session)
     left_out = LeftOut()
@@ -423,7 +447,9 @@ async def capture_past_cursor(
     while True:  # the parsing, in a worker thread; the writes, on the loop
         chunk, ended = await anyio.to_thread.run_sync(next_slice, stream)
         if chunk or not slices:  # with nothing new, one call still records the visit
-            done = await scope.host_ingest(instance, chunk, start=cursor, expected_cursor=cursor)
+            done = await scope.host_ingest(
+                instance, chunk, start=cursor, expected_cursor=cursor, people=people
+            )
             slices.append(done.model_copy(update={"receipts": []}))  # one an event: unbounded
             cursor = done.cursor
         if progress is not None:

@@ -6,9 +6,13 @@ Routes (every one takes ``persona`` and ``project`` but ``/``; pages take ``limi
 /         scopes with their counts
 /scope    a scope's memories, with validity intervals; ``as_of`` shows those valid then
 /events   a scope's timeline of original events
+/people   a scope's registry of people, with how many events and memories are theirs
 /search   fast recall (``q``, ``as_of``, ``history``, ``page``) with score components
 /memory   one memory (``id``): its fields and its corrections and relations as a graph
 /event    one event (``id``): its text a page at a time (``offset``), its memories
+
+``/scope`` and ``/events`` take ``person`` (a person ID of the registry): only that
+person's events, and the memories derived from them or about them.
 
 Any other method than GET (and HEAD, which is GET without a body) answers 405. Only the
 hosts ``127.0.0.1`` and ``localhost`` are served, so a web page elsewhere cannot reach the
@@ -39,7 +43,6 @@ from ..inputs import parse_time, require_name, require_text
 from ..limits import DEFAULT_READ_CHARS, MAX_QUERY_CHARS, MAX_RECALL_LIMIT
 from ..recall import recall_memories
 from ..recall.query import RecallQuery
-from ..store.pages import read_evidence
 from . import html, queries
 from .graph import Graph, neighbourhood
 from .source import read
@@ -81,8 +84,8 @@ def create_app(path: Path, settings: Settings) -> Starlette:
     async def memories(request: Request) -> Response:
         persona, project = scope_of(request)
         limit, cursor = page_size(request), optional(request, "cursor")
-        as_of_text = optional(request, "as_of")
-        query = queries.memories_query(limit, utc_now(), as_of_time(as_of_text))
+        as_of_text, person = optional(request, "as_of"), person_of(request)
+        query = queries.memories_query(limit, utc_now(), as_of_time(as_of_text), person)
         listing = await reading(queries.listing_page, persona, project, query, cursor)
         page = html.memories(listing, path=str(path), as_of=as_of_text, limit=limit, cursor=cursor)
         return page_response(page)
@@ -90,9 +93,16 @@ def create_app(path: Path, settings: Settings) -> Starlette:
     async def events(request: Request) -> Response:
         persona, project = scope_of(request)
         limit, cursor = page_size(request), optional(request, "cursor")
-        query = queries.events_query(limit, utc_now())
+        query = queries.events_query(limit, utc_now(), person_of(request))
         listing = await reading(queries.listing_page, persona, project, query, cursor)
         return page_response(html.events(listing, path=str(path), limit=limit, cursor=cursor))
+
+    async def people(request: Request) -> Response:
+        persona, project = scope_of(request)
+        limit, cursor = page_size(request), optional(request, "cursor")
+        page = await reading(queries.people_page, persona, project, cursor, limit)
+        body = html.people(page, persona, project, path=str(path), limit=limit, cursor=cursor)
+        return page_response(body)
 
     async def search(request: Request) -> Response:
         persona, project = scope_of(request)
@@ -147,10 +157,12 @@ def create_app(path: Path, settings: Settings) -> Starlette:
         event_id = require_name(request.query_params.get("id"), "id")
         offset = number(request, "offset", 0, 2**31)
         limit = number(request, "limit", 1, DEFAULT_READ_CHARS, default=DEFAULT_READ_CHARS)
-        evidence = await reading(read_evidence, persona, project, event_id, offset, limit)
+        evidence, names = await reading(
+            queries.event_page, persona, project, event_id, offset, limit
+        )
         if evidence.memory is not None:  # a memory ID: it has its own page
             raise NotFound("no event with this id in this scope")
-        return page_response(html.event(evidence, path=str(path), limit=limit))
+        return page_response(html.event(evidence, names, path=str(path), limit=limit))
 
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AmemError)
@@ -162,6 +174,7 @@ def create_app(path: Path, settings: Settings) -> Starlette:
         Route("/", scopes, methods=["GET"]),
         Route("/scope", memories, methods=["GET"]),
         Route("/events", events, methods=["GET"]),
+        Route("/people", people, methods=["GET"]),
         Route("/search", search, methods=["GET"]),
         Route("/memory", memory, methods=["GET"]),
         Route("/event", event, methods=["GET"]),
@@ -196,6 +209,12 @@ def scope_of(request: Request) -> tuple[str, str]:
     return require_name(params.get("persona"), "persona"), require_name(
         params.get("project"), "project"
     )
+
+
+def person_of(request: Request) -> str | None:
+    """The ``person`` a page is filtered by: a person ID, or None for everyone."""
+    value = optional(request, "person")
+    return None if value is None else require_name(value, "person")
 
 
 def number(request: Request, name: str, low: int, high: int, *, default: int | None = None) -> int:

@@ -13,9 +13,9 @@ from datetime import datetime
 from html import escape
 from urllib.parse import urlencode
 
-from ..models import Evidence, ListedEvent, ListedMemory, Listing, RecallItem
+from ..models import Evidence, ListedEvent, ListedMemory, Listing, Person, RecallItem
 from .graph import MAX_NODES, Graph, svg
-from .queries import MemoryDetail, ScopesPage
+from .queries import ListingPage, MemoryDetail, PeoplePage, ScopesPage
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 0 2em 2em; color: #222; }
@@ -102,7 +102,7 @@ def scopes(page: ScopesPage, *, path: str, limit: int, cursor: str | None) -> st
     return layout("Scopes", body, path=path)
 
 
-TABS = (("/scope", "memories"), ("/events", "events"), ("/search", "search"))
+TABS = (("/scope", "memories"), ("/events", "events"), ("/people", "people"), ("/search", "search"))
 
 
 def scope_nav(persona: str, project: str, here: str) -> str:
@@ -117,6 +117,35 @@ def scope_title(persona: str, project: str) -> str:
     return f"{persona} / {project}"
 
 
+def person_link(
+    persona: str, project: str, person: str, names: dict[str, str], url: str = "/events"
+) -> str:
+    """A person by display name (their ID when the registry lacks them), linking to their
+    events (or, ``url``, their memories)."""
+    return link(
+        href(url, persona=persona, project=project, person=person), names.get(person, person)
+    )
+
+
+def people_cell(
+    persona: str, project: str, person: str | None, about: Sequence[str], names: dict[str, str]
+) -> str:
+    """Whose a memory is (its source event's person) and whom it is about."""
+    owner = "" if person is None else person_link(persona, project, person, names)
+    if not about:
+        return owner
+    others = ", ".join(person_link(persona, project, p, names, "/scope") for p in about)
+    return f"{owner}{' · ' if owner else ''}about {others}"
+
+
+def person_line(person: Person, persona: str, project: str, url: str, what: str) -> str:
+    """What a page filtered by ``person`` shows, and a link to everyone's."""
+    return (
+        f"<p>Only <b>{escape(person.display_name)}</b> ({escape(person.id)}): {what}. "
+        f"{link(href(url, persona=persona, project=project), 'everyone')}</p>"
+    )
+
+
 def totals_line(listing: Listing, one: str, many: str) -> str:
     parts = ", ".join(f"{n} {escape(k)}" for k, n in listing.totals.items() if n)
     noun = one if listing.total == 1 else many
@@ -124,18 +153,24 @@ def totals_line(listing: Listing, one: str, many: str) -> str:
 
 
 def memories(
-    listing: Listing,
+    page: ListingPage,
     *,
     path: str,
     as_of: str | None,
     limit: int,
     cursor: str | None,
 ) -> str:
+    listing, person = page.listing, page.person
     persona, project = listing.persona, listing.project
+    person_id = None if person is None else person.id
+    kept = (
+        "" if person is None else f'<input type="hidden" name="person" value="{escape(person.id)}">'
+    )
     form = (
         '<form method="get" action="/scope">'
         f'<input type="hidden" name="persona" value="{escape(persona)}">'
         f'<input type="hidden" name="project" value="{escape(project)}">'
+        f"{kept}"
         '<label>as_of <input type="text" name="as_of" placeholder="2026-01-01T00:00:00Z" '
         f'value="{escape(as_of or "")}"></label> <button>show</button> '
         f"{link(href('/scope', persona=persona, project=project), 'all memories')}</form>"
@@ -146,27 +181,42 @@ def memories(
         )
     else:
         scope_line = "<p>Every memory, revoked and expired ones flagged.</p>"
-    rows = [memory_row(m, persona, project) for m in listing.items if isinstance(m, ListedMemory)]
+    if person is not None:
+        scope_line += person_line(
+            person,
+            persona,
+            project,
+            "/scope",
+            "the memories derived from their events or about them",
+        )
+    rows = [
+        memory_row(m, persona, project, page.names)
+        for m in listing.items
+        if isinstance(m, ListedMemory)
+    ]
+    params = {"persona": persona, "project": project, "person": person_id, "as_of": as_of}
     following = (
         None
         if listing.next_cursor is None
-        else href(
-            "/scope",
-            persona=persona,
-            project=project,
-            as_of=as_of,
-            cursor=listing.next_cursor,
-            limit=limit,
-        )
+        else href("/scope", **params, cursor=listing.next_cursor, limit=limit)
     )
-    first = href("/scope", persona=persona, project=project, as_of=as_of, limit=limit)
+    first = href("/scope", **params, limit=limit)
     body = (
         scope_nav(persona, project, "/scope")
         + form
         + scope_line
         + totals_line(listing, "memory", "memories")
         + table(
-            ("memory", "kind", "basis", "subject · key", "valid from", "valid until", "said by"),
+            (
+                "memory",
+                "kind",
+                "basis",
+                "subject · key",
+                "valid from",
+                "valid until",
+                "said by",
+                "person",
+            ),
             rows,
         )
         + pager(first if cursor else None, following)
@@ -174,7 +224,7 @@ def memories(
     return layout(scope_title(persona, project), body, path=path)
 
 
-def memory_row(m: ListedMemory, persona: str, project: str) -> list[str]:
+def memory_row(m: ListedMemory, persona: str, project: str, names: dict[str, str]) -> list[str]:
     flags = (flag("revoked", "revoked") if m.revoked else "") + (
         flag("expired", "expired") if m.expired else ""
     )
@@ -187,41 +237,96 @@ def memory_row(m: ListedMemory, persona: str, project: str) -> list[str]:
         escape(when(m.valid_at)),
         escape(when(m.invalid_at, "open")),
         escape(m.role),
+        people_cell(persona, project, m.person, m.about, names),
     ]
 
 
-def events(listing: Listing, *, path: str, limit: int, cursor: str | None) -> str:
+def events(page: ListingPage, *, path: str, limit: int, cursor: str | None) -> str:
+    listing, person = page.listing, page.person
     persona, project = listing.persona, listing.project
-    rows = [event_row(e, persona, project) for e in listing.items if isinstance(e, ListedEvent)]
+    rows = [
+        event_row(e, persona, project, page.names)
+        for e in listing.items
+        if isinstance(e, ListedEvent)
+    ]
+    params = {
+        "persona": persona,
+        "project": project,
+        "person": None if person is None else person.id,
+    }
     following = (
         None
         if listing.next_cursor is None
-        else href(
-            "/events", persona=persona, project=project, cursor=listing.next_cursor, limit=limit
-        )
+        else href("/events", **params, cursor=listing.next_cursor, limit=limit)
     )
-    first = href("/events", persona=persona, project=project, limit=limit)
+    first = href("/events", **params, limit=limit)
+    whose = (
+        ""
+        if person is None
+        else person_line(person, persona, project, "/events", "the events of their relationship")
+    )
     body = (
         scope_nav(persona, project, "/events")
         + "<p>The timeline of original events, newest stored first.</p>"
+        + whose
         + totals_line(listing, "event", "events")
-        + table(("seq", "occurred at", "role", "category", "session", "status", "text"), rows)
+        + table(
+            ("seq", "occurred at", "role", "person", "category", "session", "status", "text"), rows
+        )
         + pager(first if cursor else None, following)
     )
     return layout(scope_title(persona, project), body, path=path)
 
 
-def event_row(e: ListedEvent, persona: str, project: str) -> list[str]:
+def event_row(e: ListedEvent, persona: str, project: str, names: dict[str, str]) -> list[str]:
     text = e.text + ("…" if e.truncated else "")
     return [
         f'<span class="num">{e.seq}</span>',
         escape(when(e.occurred_at)),
         escape(e.role),
+        "" if e.person is None else person_link(persona, project, e.person, names),
         escape(e.category),
         escape(e.session or ""),
         escape(e.status),
         link(href("/event", persona=persona, project=project, id=e.id), text),
     ]
+
+
+def people(
+    page: PeoplePage, persona: str, project: str, *, path: str, limit: int, cursor: str | None
+) -> str:
+    rows = [
+        (
+            person_link(persona, project, c.person.id, {c.person.id: c.person.display_name}),
+            escape(", ".join(c.person.aliases)),
+            escape(c.person.id),
+            link(
+                href("/events", persona=persona, project=project, person=c.person.id), str(c.events)
+            ),
+            link(
+                href("/scope", persona=persona, project=project, person=c.person.id),
+                str(c.memories),
+            ),
+            escape(" · ".join(v for v in (c.person.locale, c.person.timezone) if v)),
+            escape(c.person.notes or ""),
+        )
+        for c in page.people
+    ]
+    params = {"persona": persona, "project": project, "limit": limit}
+    following = (
+        None if page.next_cursor is None else href("/people", **params, cursor=page.next_cursor)
+    )
+    body = (
+        scope_nav(persona, project, "/people")
+        + f"<p>{page.total} {'person' if page.total == 1 else 'people'} in the scope's "
+        "registry, oldest first. A person's events are those of their relationship; their "
+        "memories, the current ones derived from those events or about them.</p>"
+        + table(
+            ("person", "aliases", "id", "events", "memories", "locale · timezone", "notes"), rows
+        )
+        + pager(href("/people", **params) if cursor else None, following)
+    )
+    return layout(scope_title(persona, project), body, path=path)
 
 
 RESULT_HEADINGS = (
@@ -309,7 +414,7 @@ def result_row(rank: int, item: RecallItem, persona: str, project: str) -> list[
 
 
 def memory(detail: MemoryDetail, graph: Graph, *, path: str) -> str:
-    m, source = detail.memory, detail.source
+    m, source, names = detail.memory, detail.source, detail.names
     persona, project = m.persona, m.project
     state = (
         flag("revoked", "revoked")
@@ -325,6 +430,8 @@ def memory(detail: MemoryDetail, graph: Graph, *, path: str) -> str:
         ("confidence", f"{m.confidence:.2f}"),
         ("subject · fact key", " · ".join(escape(v) for v in (m.subject, m.fact_key) if v)),
         ("valid", f"{escape(when(m.valid_at))} → {escape(when(m.invalid_at, 'open'))}"),
+        ("person", "" if m.person is None else person_link(persona, project, m.person, names)),
+        ("about", ", ".join(person_link(persona, project, p, names, "/scope") for p in m.about)),
         ("quote", escape(m.quote)),
         ("gist", escape(m.gist or "")),
         ("created", escape(when(m.created_at))),
@@ -379,12 +486,13 @@ def memory(detail: MemoryDetail, graph: Graph, *, path: str) -> str:
     return layout("Memory", body, path=path)
 
 
-def event(evidence: Evidence, *, path: str, limit: int) -> str:
+def event(evidence: Evidence, names: dict[str, str], *, path: str, limit: int) -> str:
     e, persona, project = evidence.event, evidence.persona, evidence.project
     fields = [
         ("id", escape(e.id)),
         ("seq", str(e.seq)),
         ("role · category", f"{escape(e.role)} · {escape(e.category)}"),
+        ("person", "" if e.person is None else person_link(persona, project, e.person, names)),
         ("session", escape(e.session or "")),
         ("source", escape(e.source or "")),
         ("occurred at", escape(when(e.occurred_at))),

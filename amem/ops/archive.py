@@ -7,11 +7,13 @@ Format (``format_version`` 1)::
     ...
     {"end": true, "rows": 1234}                  a missing end line means a truncated file
 
-Archives hold (schema 6) tombstones of erased events, events, personas, memories,
-relations, checkpoints and (schema 3) capture cursors: no configuration, no vector or
-search caches (imports rebuild the index). Rows come in primary-key order, so exporting
-the same data twice gives the same lines. Tombstones come first, so an import knows which
-events they erased before it meets them (and leaves them out).
+Archives hold (schema 6) tombstones of erased events, (schema 11) people, events,
+personas, memories, relations, checkpoints, (schema 3) capture cursors and (schema 11)
+assignments and states: no configuration, no vector or search caches and no folded
+person names (imports rebuild them). Rows come in primary-key order, so exporting the same
+data twice gives the same lines. Tombstones come first, so an import knows which events
+they erased before it meets them (and leaves them out); people come next, so an event or
+memory can be checked against its scope's registry.
 
 Rows come from two sources, both read as streams: the lines of an archive
 (``read_lines``) and the tables of a SQLite file (``dump_rows``: the database itself for
@@ -20,18 +22,20 @@ capped, text must decode, JSON must parse, and only plain tables with amem's col
 are read (a view or virtual table named ``events`` could compute rows forever).
 
 ``checked_row`` validates one row: its shape, then the rules that link it to other rows
-(quotes, roles, scope links, checkpoint coverage), looked up in the database it is
-being loaded into, which holds every earlier row. A problem is a ``BadRow`` naming the
-row and the rule, never the stored text. Archives written at schema versions 1 to 3 (no
-gists or cue keys, no cursors) and before 8 (no tiers: a memory takes its kind's) are
-read too.
+(quotes, roles, scope links, checkpoint coverage, ownership: every person an event, a
+memory or a state names is in its scope's registry, and a memory belongs to its event's
+person), looked up in the database it is being loaded into, which holds every earlier
+row. A problem is a ``BadRow`` naming the row and the rule, never the stored text.
+Archives written at schema versions 1 to 3 (no gists or cue keys, no cursors), before 8
+(no tiers: a memory takes its kind's) and before 11 (no people: nothing belongs to
+anyone) are read too; a missing table means no rows.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Literal, TextIO
@@ -48,34 +52,47 @@ from pydantic import (
 from ..db.in_lists import literals
 from ..db.schema import SCHEMA_VERSION
 from ..db.times import db_time
-from ..errors import StorageError
+from ..errors import InvalidInput, StorageError
 from ..inputs import parse_time, validation_problems
 from ..json_input import NestedTooDeep, parse_json
 from ..limits import MAX_ARCHIVE_LINE_CHARS, MAX_EVENT_CHARS
 from ..models import DEFAULT_TIERS, Basis, Category, EventStatus, MemoryKind, MemoryTier, Role
+from ..store import people
 from ..store.checkpoints import JSON_COLUMNS
 
 FORMAT = "amem-archive"
 FORMAT_VERSION = 1
 TABLES = (
     "erased_events",
+    "people",
     "events",
     "personas",
     "memories",
     "relations",
     "checkpoints",
     "capture_cursors",
+    "assignments",
+    "states",
 )
 ORDER = {
     "erased_events": "digest",
+    "people": "persona, project, id",
     "events": "seq",
     "personas": "persona, version",
     "memories": "num",
     "relations": "from_id, to_id, kind",
     "checkpoints": "num",
     "capture_cursors": "persona, project, instance",
+    "assignments": "num",
+    "states": "persona, project, person",
 }
-KEYS = {"events": "seq", "memories": "num", "checkpoints": "num", "search_docs": "num"}
+KEYS = {
+    "events": "seq",
+    "memories": "num",
+    "checkpoints": "num",
+    "assignments": "num",
+    "search_docs": "num",
+}
 """Integer keys that name a row in messages (other rows are named by position)."""
 Source = Generator[tuple[str, dict[str, Any], str], None, None]
 """``(table, row, where)`` of each row, in order; ``where`` names the row in messages."""
@@ -106,6 +123,7 @@ TIME_COLUMNS = (
     "updated_at",
     "erased_at",
     "expires_at",
+    "assigned_at",
 )
 
 
@@ -126,6 +144,20 @@ class TombstoneRow(Times):
     erased_at: str
 
 
+class PersonRow(Times):
+    persona: str = Field(min_length=1)
+    project: str = Field(min_length=1)
+    id: str = Field(min_length=1)
+    display_name: str = Field(min_length=1)
+    aliases: list[str]
+    locale: str | None
+    timezone: str | None
+    notes: str | None
+    version: int = Field(ge=1)
+    created_at: str
+    updated_at: str
+
+
 class EventRow(Times):
     seq: int = Field(ge=1)
     id: str = Field(min_length=1)
@@ -141,6 +173,8 @@ class EventRow(Times):
     status: EventStatus
     error: str | None = None
     attempts: int = Field(default=0, ge=0)
+    person: str | None = None
+    """Absent from archives before schema 11: no one's."""
 
 
 class PersonaRow(Times):
@@ -181,14 +215,21 @@ class MemoryRow(Times):
     """Absent from archives before schema 8: the kind's default then."""
     pinned: bool = False
     expires_at: str | None = None
+    person: str | None = None
+    """Absent from archives before schema 11 (then no one's): its event's person."""
+    about: list[str] | None = None
+    """The people it is about; None (stored as NULL) for no one."""
 
     @model_validator(mode="after")
     def placed(self) -> MemoryRow:
-        """An older row takes its kind's tier; only a working note expires."""
+        """An older row takes its kind's tier; only a working note expires; an empty
+        ``about`` is stored as none."""
         if self.tier is None:
             self.tier = DEFAULT_TIERS[self.kind]
         if self.tier != "working" and self.expires_at is not None:
             raise ValueError("only a working memory expires")
+        if not self.about:
+            self.about = None
         return self
 
 
@@ -226,15 +267,46 @@ class CursorRow(Times):
     updated_at: str
 
 
+class AssignmentRow(Times):
+    num: int = Field(ge=1)
+    persona: str
+    project: str
+    event_id: str
+    from_person: str | None
+    to_person: str | None
+    reason: str | None
+    assigned_at: str
+
+
+class StateRow(Times):
+    persona: str
+    project: str
+    person: str
+    """``''``: the scope's own state (``store.people.SCOPE_STATE``)."""
+    data: dict[str, Any]
+    version: int = Field(ge=1)
+    updated_at: str
+
+
 MODELS: dict[str, type[Row]] = {
     "erased_events": TombstoneRow,
+    "people": PersonRow,
     "events": EventRow,
     "personas": PersonaRow,
     "memories": MemoryRow,
     "relations": RelationRow,
     "checkpoints": CheckpointRow,
     "capture_cursors": CursorRow,
+    "assignments": AssignmentRow,
+    "states": StateRow,
 }
+JSON_CELLS: dict[str, tuple[str, ...]] = {
+    "checkpoints": JSON_COLUMNS,
+    "people": ("aliases",),
+    "memories": ("about",),
+    "states": ("data",),
+}
+"""Cells stored as JSON text, carried in archives as the JSON they hold (NULL as null)."""
 
 
 def invalid(message: str) -> StorageError:
@@ -338,24 +410,25 @@ def table_columns(conn: sqlite3.Connection) -> dict[str, list[str]]:
 
 
 def plain_row(table: str, row: dict[str, Any], where: str) -> dict[str, Any]:
-    """The row with its checkpoint lists parsed; refused if a cell is not what amem
-    stores (undecodable text, a BLOB)."""
+    """The row with its JSON cells (``JSON_CELLS``) parsed; refused if a cell is not what
+    amem stores (undecodable text, a BLOB)."""
     for column, value in row.items():
         if value is UNDECODABLE:
             raise BadRow(f"{where}: its {column} is not valid UTF-8 text")
         if isinstance(value, bytes):
             raise BadRow(f"{where}: its {column} holds a BLOB, not text or a number")
-    if table == "checkpoints":
-        for column in JSON_COLUMNS:
-            row[column] = json_list(row[column], f"{where}: its {column}")
+    for column in JSON_CELLS.get(table, ()):
+        if row.get(column) is not None:
+            kind = "object" if table == "states" else "list"
+            row[column] = json_cell(row[column], f"{where}: its {column} is not a JSON {kind}")
     return row
 
 
-def json_list(text: object, what: str) -> Any:
+def json_cell(text: object, problem: str) -> Any:
     try:
         return parse_json(text)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise BadRow(f"{what} is not a JSON list") from None
+        raise BadRow(problem) from None
 
 
 # --- reading archive lines -----------------------------------------------------------
@@ -427,9 +500,11 @@ def check_header(data: dict[str, Any]) -> dict[str, Any]:
 
 # --- validating a row ----------------------------------------------------------------
 
-EVENT_BY_ID = "select persona, project, text, category, role from events where id = ?"
+EVENT_BY_ID = "select persona, project, text, category, role, person from events where id = ?"
 EVENT_BY_SEQ = "select persona, project, session from events where seq = ?"
+EVENT_SCOPE = "select persona, project from events where id = ?"
 MEMORY_SCOPE = "select persona, project from memories where id = ?"
+IS_PERSON = "select 1 from people where persona = ? and project = ? and id = ?"
 
 
 def checked_row(conn: sqlite3.Connection, table: str, values: dict[str, Any], where: str) -> Row:
@@ -439,12 +514,19 @@ def checked_row(conn: sqlite3.Connection, table: str, values: dict[str, Any], wh
     Returns the row as it is stored: a checkpoint whose covered event is absent (it was
     erased) covers nothing. Unique keys are left to the database's own constraints."""
     row = shaped_row(table, values, where)
-    if isinstance(row, MemoryRow):
+    if isinstance(row, EventRow):
+        check_people(conn, row.persona, row.project, [row.person], where)
+    elif isinstance(row, MemoryRow):
         check_memory(conn, row, where)
     elif isinstance(row, RelationRow):
         check_relation(conn, row, where)
     elif isinstance(row, CheckpointRow):
         return covered(conn, row, where)
+    elif isinstance(row, AssignmentRow):
+        check_assignment(conn, row, where)
+    elif isinstance(row, StateRow):
+        check_state(row, where)
+        check_people(conn, row.persona, row.project, [row.person or None], where)
     return row
 
 
@@ -461,7 +543,10 @@ def check_memory(conn: sqlite3.Connection, memory: MemoryRow, where: str) -> Non
     event = conn.execute(EVENT_BY_ID, (memory.event_id,)).fetchone()
     if event is None or tuple(event[:2]) != (memory.persona, memory.project):
         raise BadRow(f"{where}: its source event is missing or in another scope")
-    _, _, text, category, role = event
+    _, _, text, category, role, person = event
+    if memory.person != person:
+        raise BadRow(f"{where}: it belongs to another person than its source event")
+    check_people(conn, memory.persona, memory.project, memory.about or (), where)
     if text[memory.quote_start : memory.quote_end] != memory.quote:
         raise BadRow(f"{where}: its quote does not occur in its event at the stored span")
     if category in ("reference", "persona"):
@@ -483,6 +568,34 @@ def check_relation(conn: sqlite3.Connection, relation: RelationRow, where: str) 
         found = conn.execute(MEMORY_SCOPE, (end,)).fetchone()
         if found is None or tuple(found) != scope:
             raise BadRow(f"{where}: a relation links a missing memory or crosses scopes")
+
+
+def check_people(
+    conn: sqlite3.Connection, persona: str, project: str, people: Iterable[str | None], where: str
+) -> None:
+    """Every person named (None: no one) is in the registry of the row's scope."""
+    for person in people:
+        if person is None:
+            continue
+        if conn.execute(IS_PERSON, (persona, project, person)).fetchone() is None:
+            raise BadRow(f"{where}: it names a person not in its scope's registry")
+
+
+def check_assignment(conn: sqlite3.Connection, assignment: AssignmentRow, where: str) -> None:
+    """An assignment records a move of an event of its scope. The people it names are
+    history: one may have left the registry since."""
+    found = conn.execute(EVENT_SCOPE, (assignment.event_id,)).fetchone()
+    if found is None or tuple(found) != (assignment.persona, assignment.project):
+        raise BadRow(f"{where}: an assignment of a missing event or of another scope's")
+
+
+def check_state(state: StateRow, where: str) -> None:
+    """A state's data is what ``store.people`` stores: a JSON object, at most
+    ``MAX_STATE_BYTES``."""
+    try:
+        people.state_json(state.data)
+    except InvalidInput as exc:
+        raise BadRow(f"{where}: its data is not a state amem stores ({exc.message})") from None
 
 
 def covered(conn: sqlite3.Connection, checkpoint: CheckpointRow, where: str) -> CheckpointRow:

@@ -6,13 +6,16 @@ does not see FTS drift), search coverage (the index holds exactly what ``search.
 says it holds: nothing missing, no row pointing at anything else), text that does not
 decode, whether an export would import (the rows as export reads them, through import's
 own validation), orphans (a correction event without its memory, a memory a correction
-revoked without the link to it, links and memories pointing at nothing), extractions left
-pending or failed, vector coverage and interrupted
+revoked without the link to it, links and memories pointing at nothing), ownership
+(every person an event, a memory, a memory's ``about`` or a state names is in its
+scope's registry; a memory belongs to its source event's person; the folded names match
+the registry), extractions left pending or failed, vector coverage and interrupted
 reindexes, capacity counters against the rows they count and scopes near their capacity
 limits, and reports table counts.
 
 Also the index rebuild a schema migration runs when the search tokens change
-(``reindex_for_migration``).
+(``reindex_for_migration``). Every rebuild indexes through ``index.index_doc``, which
+reads each row's people, so documents keep their person tokens.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from ..db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
 from ..models import DoctorCheck, DoctorReport, Progress
 from ..search import index, vector_rows
 from ..search.text import segment_all
-from ..store import capacity
+from ..store import capacity, people
 from . import archive
 
 log = logging.getLogger("amem")
@@ -43,6 +46,10 @@ COUNTED = (
     "erased_events",
     "vectors",
     "search_docs",
+    "people",
+    "person_names",
+    "assignments",
+    "states",
 )
 UNINDEXED = f"""
 select
@@ -113,6 +120,43 @@ ORPHANS = (
 )
 """What a lost correction lineage (or a write around amem) leaves: each kind of orphan and
 the SQL counting it, with its first ID."""
+NO_PERSON = """not exists (select 1 from people p
+    where p.persona = {row}.persona and p.project = {row}.project and p.id = {column})"""
+OWNERSHIP = (
+    (
+        "events belonging to a person not in their scope's registry",
+        f"""select count(*), min(e.id) from events e
+        where e.person is not null and {NO_PERSON.format(row="e", column="e.person")}""",
+    ),
+    (
+        "memories belonging to a person not in their scope's registry",
+        f"""select count(*), min(m.id) from memories m
+        where m.person is not null and {NO_PERSON.format(row="m", column="m.person")}""",
+    ),
+    (
+        "memories about a person not in their scope's registry",
+        f"""select count(*), min(m.id) from memories m
+        where m.about is not null and (not json_valid(m.about) or exists (
+            select 1 from json_each(m.about) a
+            where {NO_PERSON.format(row="m", column="a.value")}))""",
+    ),
+    (
+        "memories belonging to another person than their source event",
+        """select count(*), min(m.id) from memories m join events e on e.id = m.event_id
+        where m.person is not e.person""",
+    ),
+    (
+        "states of a person not in their scope's registry",
+        f"""select count(*), min(s.person) from states s
+        where s.person != '' and {NO_PERSON.format(row="s", column="s.person")}""",
+    ),
+)
+"""What a write around amem can leave of ownership: each kind of row naming a person it
+must not, and the SQL counting it, with its first ID."""
+OWNERSHIP_HINT = (
+    "add the missing person with that ID (`upsert_person`), or move the events to a person "
+    f"of the registry (`assign`, which moves their memories too); or {RESTORE_HINT}"
+)
 
 
 def examine(
@@ -187,7 +231,32 @@ def count_check(conn: sqlite3.Connection, name: str, sql: str, what: str) -> Doc
 def row_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
     """The checks that read every row (about 40 s for a million events): run them on a
     read snapshot, so writers are not kept waiting for the write lock meanwhile."""
-    return [text_check(conn), archive_check(conn), usage_check(conn), orphan_check(conn)]
+    return [
+        text_check(conn),
+        archive_check(conn),
+        usage_check(conn),
+        orphan_check(conn),
+        ownership_check(conn),
+        names_check(conn),
+    ]
+
+
+def ownership_check(conn: sqlite3.Connection) -> DoctorCheck:
+    """Every person a row names is in its scope's registry, and a memory belongs to the
+    person its source event belongs to."""
+    found = []
+    for what, sql in OWNERSHIP:
+        count, first = conn.execute(sql).fetchone()
+        if count:
+            found.append(f"{count} {what} (first: {first})")
+    return verdict("ownership", "; ".join(found) or None, OWNERSHIP_HINT)
+
+
+def names_check(conn: sqlite3.Connection) -> DoctorCheck:
+    """``person_names`` holds exactly each person's folded display name and aliases."""
+    drifted = people.names_drift(conn)
+    problem = f"{drifted} people found by other names than they have" if drifted else None
+    return verdict("person names", problem, REBUILD_HINT)
 
 
 def orphan_check(conn: sqlite3.Connection) -> DoctorCheck:
@@ -364,22 +433,35 @@ def index_sources(conn: sqlite3.Connection) -> list[index.Document]:
 def rebuild_index(conn: sqlite3.Connection, docs: Iterable[index.Document]) -> int:
     """Drop and recreate the search tables, then index ``docs`` (their text segmented), in
     one transaction: whatever state the old index was in, the new one is built from the data.
-    ``docs`` is read once the tables are empty, so it may read the sources as it goes."""
+    ``docs`` is read once the tables are empty, so it may read the sources as it goes.
+
+    Each document gets its row's people's tokens (``index.index_doc`` reads them), except
+    while a migration rebuilds a file older than people (schema 11), whose rows have none."""
+    owners = None if has_people(conn) else ()
     drop_search_fts(conn)
     conn.execute("delete from search_docs")
     conn.execute(CREATE_SEARCH_FTS)
     count = 0
     for doc in docs:
-        index.index_doc(conn, doc.persona, doc.project, doc.doc_kind, doc.ref, doc.text)
+        index.index_doc(
+            conn, doc.persona, doc.project, doc.doc_kind, doc.ref, doc.text, people=owners
+        )
         count += 1
     return count
 
 
+def has_people(conn: sqlite3.Connection) -> bool:
+    """Whether the file's events can belong to people yet (schema 11 on)."""
+    return any(row[1] == "person" for row in conn.execute("pragma table_info(events)"))
+
+
 def rebuild(conn: sqlite3.Connection, docs: Iterable[index.Document]) -> int:
     """``doctor --rebuild-index``: ``rebuild_index``, then every scope's capacity counters
-    counted anew from the rows (a migration to v5 rebuilds the index before they exist)."""
+    counted anew from the rows (a migration to v5 rebuilds the index before they exist)
+    and every person's folded names written anew from the registry."""
     count = rebuild_index(conn, docs)
     capacity.recount_usage(conn)
+    people.rebuild_names(conn)
     return count
 
 

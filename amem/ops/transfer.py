@@ -7,8 +7,10 @@ the rows already inserted) and inserted with its search-index entry; the first p
 raises and the writer rolls everything back. So memory stays flat however large the
 archive is, and nothing is committed unless the whole archive is valid
 (``archive_invalid``). Tombstones come first; an event one of them names is left out,
-with its memories and their relations (``Erased``), so a file that holds both never
-brings the event back.
+with its memories, their relations and its assignments (``Erased``), so a file that holds
+both never brings the event back. People come before the events and memories that belong
+to them: each row is inserted with its person already set, so its search document carries
+its people's tokens, and each person's folded names (``person_names``) are written anew.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ..limits import MAX_ARCHIVE_CELL_BYTES
 from ..models import Progress
 from ..search import index
 from ..search.text import segment
-from ..store.checkpoints import JSON_COLUMNS
+from ..store import people
 from ..store.facts import FADING_KINDS, topic_cue
 from ..store.tombstones import is_erased
 from . import archive, files
@@ -215,7 +217,8 @@ def unreadable_backup() -> Iterator[None]:
 IS_EMPTY = """
 select not exists (select 1 from events) and not exists (select 1 from personas)
    and not exists (select 1 from memories) and not exists (select 1 from checkpoints)
-   and not exists (select 1 from capture_cursors)
+   and not exists (select 1 from capture_cursors) and not exists (select 1 from people)
+   and not exists (select 1 from states)
 """
 
 
@@ -249,7 +252,7 @@ def load(conn: sqlite3.Connection, rows: Source, total: int, progress: Progress 
 class Erased:
     """What a load leaves out because the tombstones already loaded (the file's own, and
     any the destination holds) erased it: events, then the memories derived from those
-    events, then relations touching those memories."""
+    events, then relations touching those memories, and the events' assignments."""
 
     def __init__(self) -> None:
         self.events: set[str] = set()
@@ -266,7 +269,10 @@ class Erased:
         return self.skip("events")
 
     def leaves_out(self, table: str, values: dict[str, Any]) -> bool:
-        """A memory or relation row (not validated yet) that hangs on what was left out."""
+        """A memory, relation or assignment row (not validated yet) that hangs on what was
+        left out."""
+        if table == "assignments" and names(values.get("event_id"), self.events):
+            return self.skip(table)
         if table == "memories" and names(values.get("event_id"), self.events):
             if isinstance(values.get("id"), str):
                 self.memories.add(values["id"])
@@ -289,20 +295,24 @@ def names(value: object, ids: set[str]) -> bool:
 INSERTS = {
     "erased_events": """insert into erased_events (digest, erased_at) values
         (:digest, :erased_at) on conflict (digest) do nothing""",
+    "people": """insert into people (persona, project, id, display_name, aliases, locale,
+        timezone, notes, version, created_at, updated_at)
+        values (:persona, :project, :id, :display_name, :aliases, :locale, :timezone,
+        :notes, :version, :created_at, :updated_at)""",
     "events": """insert into events (seq, id, persona, project, session, role, category,
-        source, text, occurred_at, ingested_at, status, error, attempts)
+        source, text, occurred_at, ingested_at, status, error, attempts, person)
         values (:seq, :id, :persona, :project, :session, :role, :category, :source, :text,
-        :occurred_at, :ingested_at, :status, :error, :attempts)""",
+        :occurred_at, :ingested_at, :status, :error, :attempts, :person)""",
     "personas": """insert into personas (persona, version, text, note, created_at)
         values (:persona, :version, :text, :note, :created_at)""",
     "memories": """insert into memories (num, id, persona, project, event_id, text, quote,
         quote_start, quote_end, kind, basis, confidence, subject, fact_key, valid_at,
         invalid_at, chain_order, revoked_at, revoke_reason, emotion, valence, arousal,
-        created_at, gist, cue_key, tier, pinned, expires_at)
+        created_at, gist, cue_key, tier, pinned, expires_at, person, about)
         values (:num, :id, :persona, :project, :event_id, :text, :quote, :quote_start,
         :quote_end, :kind, :basis, :confidence, :subject, :fact_key, :valid_at, :invalid_at,
         :chain_order, :revoked_at, :revoke_reason, :emotion, :valence, :arousal, :created_at,
-        :gist, :cue_key, :tier, :pinned, :expires_at)""",
+        :gist, :cue_key, :tier, :pinned, :expires_at, :person, :about)""",
     "relations": """insert into relations (from_id, to_id, kind, persona, project, note,
         created_at) values (:from_id, :to_id, :kind, :persona, :project, :note, :created_at)""",
     "checkpoints": """insert into checkpoints (num, persona, project, session, goal,
@@ -312,6 +322,11 @@ INSERTS = {
     "capture_cursors": """insert into capture_cursors (persona, project, instance, position,
         last_event_id, updated_at) values (:persona, :project, :instance, :position,
         :last_event_id, :updated_at)""",
+    "assignments": """insert into assignments (num, persona, project, event_id, from_person,
+        to_person, reason, assigned_at) values (:num, :persona, :project, :event_id,
+        :from_person, :to_person, :reason, :assigned_at)""",
+    "states": """insert into states (persona, project, person, data, version, updated_at)
+        values (:persona, :project, :person, :data, :version, :updated_at)""",
 }
 DOC_KINDS = {"events": "event", "memories": "memory"}
 
@@ -325,18 +340,31 @@ def insert(conn: sqlite3.Connection, table: str, row: Row, where: str) -> None:
     event loop never runs it."""
     values = row.model_dump()
     tokens = segment(values["text"]) if indexed(table, values) else None
-    if table == "checkpoints":
-        for column in JSON_COLUMNS:
-            values[column] = json.dumps(values[column], ensure_ascii=False)
+    stored_json(table, values)
     if table == "memories" and tokens is not None and needs_cue(values):
         values["cue_key"] = topic_cue(values["text"], tokens)
     try:
         conn.execute(INSERTS[table], values)
     except sqlite3.IntegrityError:
         raise BadRow(f"{where}: its id or key appears twice") from None
-    if tokens is not None:
+    if isinstance(row, archive.PersonRow):
+        people.write_names(conn, row.persona, row.project, row.id, row.display_name, row.aliases)
+    if tokens is not None:  # after the row, with its people: index_doc reads them from it
         persona, project, ref = values["persona"], values["project"], values["id"]
         index.index_doc(conn, persona, project, DOC_KINDS[table], ref, tokens)
+
+
+def stored_json(table: str, values: dict[str, Any]) -> None:
+    """Turn the row's JSON cells (``archive.JSON_CELLS``) into the text the store keeps,
+    written the way the store writes it (a memory's empty ``about`` is NULL)."""
+    if table == "states":
+        values["data"] = people.state_json(values["data"])
+    elif table == "memories":
+        about = values["about"]
+        values["about"] = json.dumps(about, ensure_ascii=False) if about else None
+    else:
+        for column in archive.JSON_CELLS.get(table, ()):
+            values[column] = json.dumps(values[column], ensure_ascii=False)
 
 
 def indexed(table: str, row: dict[str, Any]) -> bool:

@@ -34,7 +34,12 @@ grows; ``ranked_candidates`` below runs them in this order:
    better word match; the reply to each of the best ``REPLIED`` turns is raised to
    ``REPLY_SHARE`` of that turn's score (a question matches the turn that asked it; the
    answer is the turn after).
-7. **Presentation** (``present``): candidates showing the same text are one item, so
+7. **People** (``store.people.named_in``): a query that names people of the scope's
+   registry (a display name or alias, as a word) counts each of their documents as
+   saying the name (their person token is one more query term), and candidates that
+   belong only to other people come after the rest. A recall for one ``person`` reads
+   only their documents: their token narrows every lookup as the scope's does.
+8. **Presentation** (``present``): candidates showing the same text are one item, so
    ``limit`` counts distinct texts; old episodes, observations and emotions show their
    gist or a labelled topic cue, and a coarse time label; originals stay readable
    through ``read``.
@@ -45,12 +50,14 @@ is in ``tuning``.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..models import RecallItem
-from .evidence import Candidate, add_lexical, add_links, has_memories
+from ..store.people import named_in
+from .evidence import Candidate, RecalledMemory, add_lexical, add_links, has_memories
 from .lexical import (
     SELECT_ELIGIBLE_TERM,
     SELECT_TERM,
@@ -90,6 +97,8 @@ def recall_memories(
     than ``limit`` distinct texts came back, they are gathered again, four times as many,
     up to ``MAX_DEPTH``. An item's ``occurrences`` counts the copies among them."""
     known = counts.for_snapshot(conn) if counts is not None else None
+    if q.person is None:
+        q = replace(q, named=tuple(named_in(conn, q.persona, q.project, q.query)))
     depth = RANKED
     while True:
         scored, warnings, hybrid = ranked_candidates(conn, replace(q, depth=depth), matrices, known)
@@ -97,8 +106,21 @@ def recall_memories(
         if len(merged) >= q.limit or len(scored) < depth or depth >= MAX_DEPTH:
             break
         depth *= 4
+    if q.named:  # stable: in the order ranked otherwise
+        merged.sort(key=lambda entry: only_others(entry[0], q.named))
     items = [recall_item(best, q, others) for best, others in merged[: q.limit]]
     return Recalled(items, warnings, hybrid)
+
+
+def only_others(candidate: Candidate, named: tuple[str, ...]) -> bool:
+    """Whether a candidate belongs only to people the query does not name: when a query
+    names someone, another person's memory never answers it ahead of theirs or of one
+    that belongs to no one."""
+    row = candidate.row
+    people = {row.person} if row.person else set()
+    if isinstance(row, RecalledMemory) and row.about:
+        people.update(json.loads(row.about))
+    return bool(people) and people.isdisjoint(named)
 
 
 def ranked_candidates(

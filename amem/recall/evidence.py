@@ -37,6 +37,10 @@ class RecalledMemory(NamedTuple):
     """Who said its source event."""
     tier: MemoryTier
     pinned: int
+    person: str | None
+    """The person its source event belongs to."""
+    about: str | None
+    """The people it is about, a JSON list (None: none)."""
 
 
 class RawEvent(NamedTuple):
@@ -51,12 +55,14 @@ class RawEvent(NamedTuple):
     role: Role
     corrected_by: tuple[str, ...] = ()
     """The memories that corrected what was derived from it: it is history."""
+    person: str | None = None
+    """The person it belongs to."""
 
 
 RECALLED_COLUMNS = """
     m.id, m.text, m.quote, m.kind, m.basis, m.confidence, m.subject, m.fact_key,
     m.valid_at, m.invalid_at, m.event_id, e.occurred_at, m.gist, m.cue_key, e.role, m.tier,
-    m.pinned
+    m.pinned, m.person, m.about
 """
 
 
@@ -80,7 +86,7 @@ select id, status,
     exists (select 1 from memories m where m.event_id = e.id and {CURRENT_MEMORY}),
     {SAID_AS_OF} and e.status != 'extracted',
     substr(text, 1, :cap), length(text), occurred_at, role,
-    case when {SAID_THEN_CORRECTED} then {CORRECTED_BY} end
+    case when {SAID_THEN_CORRECTED} then {CORRECTED_BY} end, person
 from events e where id in ({{ids}}) {{exclude}}
 """
 
@@ -184,7 +190,7 @@ def add_events(
         return
     ids, values = in_lists.named("v", scores)
     query = where.params() | {"cap": RAW_CHARS} | values
-    sql = SELECT_EVENTS.format(ids=ids, exclude=where.event_exclusion("e.id", "e.seq"))
+    sql = SELECT_EVENTS.format(ids=ids, exclude=where.event_exclusion("e.id", "e.seq", "e.person"))
     derived = {}
     for (
         event_id,
@@ -196,17 +202,18 @@ def add_events(
         occurred_at,
         role,
         corrected_by,
+        person,
     ) in conn.execute(sql, query).fetchall():
         if status == "amended":
             if corrected_by and not where.kinds:  # said, then corrected: history
                 said = (event_id, text, length, occurred_at, role)
-                raw = RawEvent(*said, tuple(corrected_by.split()))
+                raw = RawEvent(*said, tuple(corrected_by.split()), person)
                 found.setdefault(event_id, Candidate(raw)).support(kind, scores[event_id])
             continue
         if has_memories:
             derived[event_id] = scores[event_id] * derived_share
         elif fallback and not where.kinds:  # raw events have no kind
-            raw = RawEvent(event_id, text, length, occurred_at, role)
+            raw = RawEvent(event_id, text, length, occurred_at, role, person=person)
             found.setdefault(event_id, Candidate(raw)).support(kind, scores[event_id])
     if derived:
         ids, values = in_lists.named("v", derived)

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ..db.in_lists import marks
 from ..db.rules import CURRENT_MEMORY, EVENT_AS_OF, SAID_THEN_CORRECTED
 from ..search.index import average_length, varints
-from ..search.text import clause_tokens, literal, phrase_tokens, scope_token
+from ..search.text import clause_tokens, literal, person_token, phrase_tokens, scope_token
 from ..store.facts import valid_as_of
 from .query import Eligibility, RecallQuery
 from .tuning import (
@@ -124,6 +124,8 @@ def lexical_matches(
     newest = conn.execute(COUNT_DOCS).fetchone()[0] or 1  # documents ever indexed: cheap
     clauses = clause_tokens(q.query)
     distinct = list(dict.fromkeys(token for clause in clauses for token in clause))
+    # a person the query names: each of their documents counts as saying their name
+    distinct += [person_token(q.persona, q.project, person) for person in q.named]
     terms = informative_terms(term_stats(conn, distinct, scope, newest, known))
     if not terms:
         return Lexical({}, False, 0.0)
@@ -145,7 +147,7 @@ def lexical_matches(
     ranked = max(q.depth, q.limit)
     lookups = Intersections(conn, scope, ranked)
     together, saturated = conjunctions(lookups, clauses, terms, q.limit)
-    sequence = phrase_tokens(q.query) if len(distinct) <= PHRASE_TOKENS else []
+    sequence = phrase_tokens(q.query) if len(distinct) - len(q.named) <= PHRASE_TOKENS else []
     # Documents holding the query's tokens in its order count the phrase as one more term
     # (as rare as they are). Below ``ranked``, every document holding all the terms is a
     # candidate already, so its tokens tell; above it, FTS5 looks the phrase up.
@@ -250,15 +252,26 @@ class TermCounts:
 
 
 def scope_match(conn: sqlite3.Connection, q: RecallQuery) -> str:
-    """`` AND <scope token>``, or nothing when the index holds no other scope.
+    """`` AND <scope token>`` (``<person token>`` for a person's recall), or nothing when
+    the index holds no other scope.
 
     Intersecting each term with the scope token costs several times the term alone; when
     the index holds no other scope (two index seeks tell), the intersection changes nothing.
     """
+    if q.person is not None:  # a person's token stands for their scope's too
+        return f" AND {literal(searched_token(q))}"
     first, last = conn.execute(SELECT_SCOPE_BOUNDS).fetchone()
     if first == last == f"{q.persona}\x1f{q.project}":
         return ""
-    return f" AND {literal(scope_token(q.persona, q.project))}"
+    return f" AND {literal(searched_token(q))}"
+
+
+def searched_token(q: RecallQuery) -> str:
+    """The token every document the query may find carries: its person's, else its
+    scope's."""
+    if q.person is not None:
+        return person_token(q.persona, q.project, q.person)
+    return scope_token(q.persona, q.project)
 
 
 def informative_terms(terms: list[Term]) -> list[Term]:
@@ -307,11 +320,12 @@ def scope_documents(
     newest: int,
     known: KnownTerms | None = None,
 ) -> float:
-    """Documents of the scope: those ever indexed when it is alone, else estimated like a
-    term's frequency from its scope token's oldest and newest postings."""
+    """Documents of the scope (of the person, for a person's recall): those ever indexed
+    when it is alone, else estimated like a term's frequency from its token's oldest and
+    newest postings."""
     if not scope:
         return float(newest)
-    token = scope_token(q.persona, q.project)
+    token = searched_token(q)
     [term] = term_stats(conn, [token], "", newest, known)
     rows = conn.execute(SELECT_TERM, {"match": literal(token), "per_term": PER_TERM})
     return max(1.0, term.refined([rowid for (rowid,) in rows]).df)

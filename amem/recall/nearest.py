@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..db.rules import CURRENT_MEMORY, PERSON_MEMORY
 from ..search.vector_rows import Nearest
 from ..search.vectors import Matrices, similarities
 from .evidence import Candidate, Kind, add_events, add_memories
@@ -47,8 +48,11 @@ def search(
     which is then ranked by its words alone. Decided here once for the whole recall."""
     if q.vector is None or q.fingerprint is None or matrices is None:
         return None
-    scope = (q.persona, q.project)
-    nearest = matrices.nearest(conn, scope, q.fingerprint, q.vector, q.depth, q.scan)
+    if q.person is not None:
+        nearest = person_nearest(conn, q)
+    else:
+        scope = (q.persona, q.project)
+        nearest = matrices.nearest(conn, scope, q.fingerprint, q.vector, q.depth, q.scan)
     documents = scope_size(conn, q, known)
     if q.auto_coverage is not None and nearest.embedded < q.auto_coverage * documents:
         return None
@@ -64,6 +68,30 @@ def search(
             f"semantic mode searched only the {q.scan} newest vectors; deep mode searches all"
         )
     return Meaning(nearest, Spread(nearest.mean, nearest.spread), warnings)
+
+
+SELECT_PERSON_DOCS = f"""
+select 'event', id from events
+where persona = :persona and project = :project and person = :person
+union all
+select 'memory', id from memories m
+where persona = :persona and project = :project and {CURRENT_MEMORY} and {PERSON_MEMORY}
+"""
+
+
+def person_nearest(conn: sqlite3.Connection, q: RecallQuery) -> Nearest:
+    """``Matrices.nearest`` over one person's documents only: each read by key (a person's
+    share of a large scope is small, and the scope's nearest would crowd it out)."""
+    assert q.vector is not None
+    assert q.fingerprint is not None
+    key = {"persona": q.persona, "project": q.project, "person": q.person}
+    keys = [(kind, ref) for kind, ref in conn.execute(SELECT_PERSON_DOCS, key)]
+    found = similarities(conn, q.fingerprint, q.vector, keys)
+    cosines = np.fromiter(found.values(), dtype=np.float64, count=len(found))
+    best = dict(sorted(found.items(), key=lambda pair: -pair[1])[: q.depth])
+    mean = float(cosines.mean()) if len(cosines) else 0.0
+    spread = float(cosines.std()) if len(cosines) else 0.0
+    return Nearest(best, len(found), len(found), mean, spread)
 
 
 def add_nearest(

@@ -3,6 +3,7 @@ faded to its gist or cue."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -76,6 +77,8 @@ def recall_item(candidate: Candidate, q: RecallQuery, merged_ids: list[str]) -> 
         occurrences=1 + len(merged_ids),
         merged_ids=merged_ids,
         pinned=bool(row.pinned),
+        person=row.person,
+        about=json.loads(row.about) if row.about else [],
     )
 
 
@@ -95,6 +98,7 @@ def raw_item(event: RawEvent, components: ScoreComponents, merged_ids: list[str]
         components=components,
         raw_fallback=True,
         truncated=event.length > RAW_CHARS,
+        person=event.person,
     )
 
 

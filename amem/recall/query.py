@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..db import in_lists
-from ..db.rules import CURRENT_MEMORY
+from ..db.rules import CURRENT_MEMORY, PERSON_MEMORY
 from ..db.times import db_time
 from ..llm.embeddings import Vector
 from ..store.facts import valid_as_of
@@ -40,6 +40,12 @@ class RecallQuery:
     coarsen_after_days: float = 730.0
     depth: int = 50
     """Candidates gathered of each kind (``RANKED``; more when copies crowd them out)."""
+    person: str | None = None
+    """Only this person's: the events of their relationship and the memories derived from
+    those or about them. None: everyone's."""
+    named: tuple[str, ...] = ()
+    """The people of the scope the query names (``recall.people``), when ``person`` is
+    None: their documents count their names as said."""
 
 
 # Point lookups by ID or event: the unary + keeps SQLite from preferring the scope index
@@ -74,6 +80,8 @@ class Eligibility:
     """Events left out by ID."""
     from_seq: int | None = None
     """Events from this ``seq`` on are left out."""
+    person: str | None = None
+    """Only this person's events, and memories derived from them or about them."""
 
     @classmethod
     def of(cls, q: RecallQuery) -> Eligibility:
@@ -85,6 +93,7 @@ class Eligibility:
             tuple(sorted(q.kinds or ())),
             tuple(sorted(q.exclude_event_ids)),
             q.exclude_from_seq,
+            q.person,
         )
 
     def params(self) -> dict[str, object]:
@@ -99,19 +108,27 @@ class Eligibility:
         named |= in_lists.named("excluded", self.excluded)[1]
         if self.from_seq is not None:
             named["from_seq"] = self.from_seq
+        if self.person is not None:
+            named["person"] = self.person
         return named
 
     def memory_condition(self) -> str:
         """SQL true of an eligible memory ``m``."""
         marks, _ = in_lists.named("kind", self.kinds)
         kinds = f"and m.kind in ({marks})" if self.kinds else ""
-        return f"{ELIGIBLE_MEMORY} {kinds} {self.event_exclusion('m.event_id', SOURCE_SEQ)}"
+        person = f"and {PERSON_MEMORY}" if self.person is not None else ""
+        return (
+            f"{ELIGIBLE_MEMORY} {kinds} {person} {self.event_exclusion('m.event_id', SOURCE_SEQ)}"
+        )
 
-    def event_exclusion(self, event_id: str, seq: str) -> str:
+    def event_exclusion(self, event_id: str, seq: str, person: str | None = None) -> str:
         """SQL (``and ...``, or nothing) leaving out the excluded events, given how the
-        statement names an event's ID and its ``seq``."""
+        statement names an event's ID and its ``seq`` (and its person, where the statement
+        reads events themselves)."""
         marks, _ = in_lists.named("excluded", self.excluded)
         clause = f"and {event_id} not in ({marks})" if self.excluded else ""
         if self.from_seq is not None:
             clause += f" and {seq} < :from_seq"
+        if person is not None and self.person is not None:
+            clause += f" and {person} = :person"
         return clause

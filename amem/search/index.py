@@ -88,11 +88,20 @@ def doc_tokens(persona: str, project: str, people: Iterable[str], segmented: str
 
 
 def index_doc(
-    conn: sqlite3.Connection, persona: str, project: str, doc_kind: str, ref: str, segmented: str
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    doc_kind: str,
+    ref: str,
+    segmented: str,
+    people: Iterable[str] | None = None,
 ) -> None:
     """Index one document of a stored row: ``segmented`` is its text as ``text.segment``
-    returns it; its people are read from the row."""
-    tokens = doc_tokens(persona, project, people_of(conn, doc_kind, ref), segmented)
+    returns it; its people are read from the row, unless ``people`` says them (a
+    migration rebuilding the index of a file older than people: its rows have none, nor
+    the columns that would say so)."""
+    owners = people_of(conn, doc_kind, ref) if people is None else sorted(people)
+    tokens = doc_tokens(persona, project, owners, segmented)
     num = conn.execute(INSERT_DOC, (persona, project, doc_kind, ref, tokens)).lastrowid
     conn.execute(INSERT_FTS, (num, tokens))
 
@@ -105,7 +114,7 @@ def reindex_people(conn: sqlite3.Connection, doc_kind: str, ref: str) -> None:
     or a change of whom a memory is about); its text's tokens stay as they were."""
     people = people_of(conn, doc_kind, ref)
     for num, tokens in conn.execute(SELECT_DOCS, (doc_kind, ref)).fetchall():
-        scope, _, rest = tokens.partition(" ")
+        _scope, _, rest = tokens.partition(" ")
         words = rest.split(" ")
         while words and words[0].startswith(PERSON_PREFIX):
             words.pop(0)

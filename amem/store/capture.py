@@ -8,18 +8,21 @@ entry past the cursor whose ID was erased from the scope (a tombstone names it) 
 stored again: it is skipped and reported in ``erased``, and the cursor moves past it, so
 a host replaying an outbox that still holds an erased entry keeps making progress. A
 caller that read the cursor first passes it back as ``expected_cursor``; if another
-writer moved it meanwhile, nothing is written (``version_conflict``).
+writer moved it meanwhile, nothing is written (``version_conflict``). Every person the
+caller's speaker mapping names must be in the scope's registry, whether or not an entry
+of this slice is theirs; one that is not refuses the ingest (``not_found``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..errors import Conflict, InvalidInput
 from ..models import CaptureResult
 from . import checkpoints, events
+from .people import require_people
 from .tombstones import is_erased
 
 SELECT_CURSOR = """
@@ -49,6 +52,7 @@ def ingest(
     expected_cursor: int | None,
     checkpoint: dict[str, Any] | None,
     now: str,
+    people: Collection[str] = (),
 ) -> CaptureResult:
     cursor = read_cursor(conn, persona, project, instance)
     if expected_cursor is not None and expected_cursor != cursor:
@@ -58,6 +62,7 @@ def ingest(
         )
     if start > cursor:
         raise InvalidInput("the transcript slice starts after the cursor: entries would be lost")
+    require_people(conn, persona, project, people, "people")
     skipped = min(len(entries), cursor - start)
     erased = [e.id for e in entries[skipped:] if is_erased(conn, persona, project, e.id)]
     gone = set(erased)

@@ -13,6 +13,10 @@ Preview and deed are one computation: ``Planner`` reads what erasing some events
 with it, and ``apply`` removes exactly that plan in the same transaction (and checks that
 it did). A dry run is the same planning on a read snapshot, without ``apply``.
 
+A bulk erase can select a person's relationship (``Selector.person``: the events that
+belong to them). Selecting it whole (the person alone) also deletes the person's state,
+after the last batch; their registry entry stays (``people.remove_person`` takes it out).
+
 A bulk erase (``Scope.erase``) is many small transactions: a read picks the next
 ``BATCH_EVENTS`` selected events after the last one seen (by ``seq``), then one write
 transaction erases them with everything connected. Each batch leaves the database
@@ -229,7 +233,15 @@ class Selector:
     subject: str | None = None
     fact_key: str | None = None
     """Only with ``subject``: events with a memory of this subject and fact key."""
+    person: str | None = None
+    """Events of this person's relationship (``events.person``)."""
     everything: bool = False
+
+    @property
+    def whole_person(self) -> bool:
+        """Whether it selects a person's whole relationship (``person`` alone): then the
+        person's state goes too."""
+        return self.person is not None and self == Selector(person=self.person)
 
     def sql(self, persona: str, project: str) -> tuple[str, dict[str, Any]]:
         """The ``where`` clause over events ``e`` of the scope, and its parameters."""
@@ -251,6 +263,9 @@ class Selector:
                 f" and m.subject = :subject{key})"
             )
             params |= {"subject": self.subject, "fact_key": self.fact_key}
+        if self.person is not None:
+            clauses.append("e.person = :person")
+            params["person"] = self.person
         return " and ".join(clauses), params
 
 
@@ -275,6 +290,30 @@ def select_events(
 def count_selected(conn: sqlite3.Connection, persona: str, project: str, selector: Selector) -> int:
     where, params = selector.sql(persona, project)
     return int(conn.execute(f"select count(*) from events e where {where}", params).fetchone()[0])
+
+
+SELECT_PERSON_STATE = """
+select count(*) from states where persona = ? and project = ? and person = ?
+"""
+DELETE_PERSON_STATE = "delete from states where persona = ? and project = ? and person = ?"
+
+
+def person_states(conn: sqlite3.Connection, persona: str, project: str, selector: Selector) -> int:
+    """How many states erasing ``selector``'s events takes with them: the person's own
+    (0 or 1) when it selects a whole relationship, else none."""
+    if not selector.whole_person:
+        return 0
+    return int(conn.execute(SELECT_PERSON_STATE, (persona, project, selector.person)).fetchone()[0])
+
+
+def erase_person_state(
+    conn: sqlite3.Connection, persona: str, project: str, selector: Selector
+) -> int:
+    """The last step of a bulk erase of a person's whole relationship: delete their state
+    (``person_states`` says whether it would). How many states went."""
+    if not selector.whole_person:
+        return 0
+    return conn.execute(DELETE_PERSON_STATE, (persona, project, selector.person)).rowcount
 
 
 def erase_events(
@@ -313,7 +352,10 @@ def preview(
         if conn.execute(SELECT_EVENT_SCOPE, (event_id,)).fetchone() == (persona, project):
             plan.add(event_id)
     invalidated, cleared = erasure_effects(conn, persona, project) if plan.events else (0, 0)
-    return receipt(persona, project, plan, invalidated, cleared, dry_run=True, batches=0)
+    done = receipt(persona, project, plan, invalidated, cleared, dry_run=True, batches=0)
+    if selector is not None and (states := person_states(conn, persona, project, selector)):
+        done = done.model_copy(update={"states": states})
+    return done
 
 
 def shared_receipt(
@@ -388,6 +430,7 @@ def combine(first: Erasure, second: Erasure) -> Erasure:
             "checkpoints_invalidated": first.checkpoints_invalidated
             + second.checkpoints_invalidated,
             "checkpoints_cleared": first.checkpoints_cleared + second.checkpoints_cleared,
+            "states": first.states + second.states,
             "batches": first.batches + second.batches,
             "event_ids": event_ids,
             "memory_ids": memory_ids,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..db import in_lists
-from ..db.rules import CURRENT_MEMORY
+from ..db.rules import CURRENT_MEMORY, PERSON_MEMORY
 from ..db.times import from_db_time
 from ..errors import InvalidInput
 from ..limits import LIST_PREVIEW_CHARS
@@ -51,6 +51,8 @@ class ListQuery:
     limit: int
     now: str
     """The time ``expired`` is judged at."""
+    person: str | None = None
+    """Only this person's events, and memories derived from them or about them."""
 
     def digest(self, persona: str, project: str) -> str:
         """Names the scope and filters (not the page size or time) a cursor belongs to."""
@@ -68,6 +70,8 @@ class ListQuery:
         ]
         if self.tier is not None:  # only then: cursors made before tiers existed still hold
             filters.append(self.tier)
+        if self.person is not None:  # likewise
+            filters.append(["person", self.person])
         data = json.dumps(filters, ensure_ascii=False).encode()
         return hashlib.blake2b(data, digest_size=6).hexdigest()
 
@@ -97,7 +101,7 @@ def decode_cursor(cursor: str, query: ListQuery, persona: str, project: str) -> 
 MEMORY_ROWS = """
 select m.num, m.id, m.text, m.kind, m.basis, m.subject, m.fact_key, m.valid_at,
     m.invalid_at, m.event_id, e.role, e.session, m.revoked_at is not null,
-    m.invalid_at is not null and m.invalid_at <= :now, m.tier, m.pinned
+    m.invalid_at is not null and m.invalid_at <= :now, m.tier, m.pinned, m.person, m.about
 from memories m join events e on e.id = m.event_id
 where {where}
 order by m.num desc limit :limit
@@ -111,7 +115,7 @@ SOURCE_EVENT = "join events e on e.id = m.event_id"
 """Joined for the totals only when a filter looks at the source event."""
 EVENT_ROWS = """
 select e.seq, e.id, substr(e.text, 1, :preview), length(e.text), e.role, e.category,
-    e.session, e.occurred_at, e.status
+    e.session, e.occurred_at, e.status, e.person
 from events e
 where {where}
 order by e.seq desc limit :limit
@@ -125,6 +129,8 @@ def memory_filters(query: ListQuery) -> list[str]:
         where.append(f"m.kind in ({in_lists.named('kind', sorted(query.kinds))[0]})")
     if query.tier is not None:
         where.append("m.tier = :tier")
+    if query.person is not None:
+        where.append(PERSON_MEMORY)
     where += event_and_time_filters(query, "m.valid_at")
     if not query.include_revoked:
         where.append(CURRENT_MEMORY)
@@ -135,6 +141,8 @@ def memory_filters(query: ListQuery) -> list[str]:
 
 def event_filters(query: ListQuery) -> list[str]:
     scope = ["e.persona = :persona", "e.project = :project"]
+    if query.person is not None:
+        scope.append("e.person = :person")
     return [*scope, *event_and_time_filters(query, "e.occurred_at")]
 
 
@@ -170,6 +178,7 @@ def list_items(
         **in_lists.named("role", sorted(query.roles or ()))[1],
         "session": query.session,
         "tier": query.tier,
+        "person": query.person,
         "since": query.since,
         "until": query.until,
         "now": query.now,
@@ -223,6 +232,8 @@ def listed_memory(row: tuple[Any, ...]) -> ListedMemory:
         expired,
         tier,
         pinned,
+        person,
+        about,
     ) = row
     fields: Mapping[str, Any] = {
         "id": memory_id,
@@ -240,12 +251,14 @@ def listed_memory(row: tuple[Any, ...]) -> ListedMemory:
         "expired": bool(expired),
         "tier": tier,
         "pinned": bool(pinned),
+        "person": person,
+        "about": json.loads(about) if about else [],
     }
     return ListedMemory.model_validate(fields)
 
 
 def listed_event(row: tuple[Any, ...]) -> ListedEvent:
-    seq, event_id, text, chars, role, category, session, occurred_at, status = row
+    seq, event_id, text, chars, role, category, session, occurred_at, status, person = row
     return ListedEvent(
         id=event_id,
         seq=seq,
@@ -257,4 +270,5 @@ def listed_event(row: tuple[Any, ...]) -> ListedEvent:
         session=session,
         occurred_at=from_db_time(occurred_at),
         status=status,
+        person=person,
     )

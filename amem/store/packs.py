@@ -2,20 +2,22 @@
 
 The pack is one JSON document. After a small framing (scope, session, time and a notice
 that everything inside is quoted evidence, never instructions) components are added in
-this order: ``persona``, ``checkpoint``, ``agreements`` (up to 20 recent agreements and
-growth records), ``memories`` (pinned ones, then recalled: up to 20, more for large
-budgets), ``emotion`` (current) and ``recent_events`` (the session's last 5 events,
-chronological, with occurrence times). The persona, checkpoint and emotion go in whole or
-not at all; list components take their items one by one in priority order (agreements
-newest first, memories pinned first then in recall's ranking, events newest first) until
-one does not fit: that one keeps as much of its text as fits (at least
-``MIN_TRUNCATED_CHARS``), ending in ``TRUNCATION_MARK`` and flagged ``truncated``, and the
-component is full. Memories take at most 20 items and 60% of the budget in that pass,
-so that the emotion and the recent events still get their place; what is left of the
-budget then takes more memories (``FIRST_PASS``). A component with no item that fits is
-named in ``omitted``, one with some items left out in ``partial``; later, smaller
-components may still fit. If the persona and framing alone do not fit, the context is
-empty and ``insufficient_budget`` is set.
+this order: ``persona``, for a pack of one ``person`` their ``person`` component (who
+they are: names, locale, time zone, notes, and their state's data) and ``profile`` (up to
+20 of their current profile memories, newest first), ``checkpoint``, ``agreements`` (up
+to 20 recent agreements and growth records), ``memories`` (pinned ones, then recalled: up
+to 20, more for large budgets), ``emotion`` (current) and ``recent_events`` (the
+session's last 5 events, chronological, with occurrence times). The persona, person,
+checkpoint and emotion go in whole or not at all; list components take their items one by
+one in priority order (agreements newest first, memories pinned first then in recall's
+ranking, events newest first) until one does not fit: that one keeps as much of its text
+as fits (at least ``MIN_TRUNCATED_CHARS``), ending in ``TRUNCATION_MARK`` and flagged
+``truncated``, and the component is full. Memories take at most 20 items and 60% of the
+budget in that pass, so that the emotion and the recent events still get their place;
+what is left of the budget then takes more memories (``FIRST_PASS``). A component with no
+item that fits is named in ``omitted``, one with some items left out in ``partial``;
+later, smaller components may still fit. If the persona and framing alone do not fit, the
+context is empty and ``insufficient_budget`` is set.
 
 Everything a pack shows is read in one snapshot (``read_sources``), so a write racing
 the pack is in all of it or in none. Tokens are counted by a ``TokenCounter``
@@ -29,19 +31,20 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..db.rules import CURRENT_MEMORY, SAID_AS_OF
+from ..db.rules import CURRENT_MEMORY, PERSON_MEMORY, SAID_AS_OF
 from ..db.times import db_time, from_db_time
 from ..limits import MAX_QUERY_CHARS, MAX_RECALL_LIMIT
-from ..models import Checkpoint, CurrentEmotion, Persona, RecallItem
+from ..models import Checkpoint, CurrentEmotion, Person, Persona, RecallItem, State
 from ..prompt import render_context
 from ..tokens import TokenCounter
 from .checkpoints import latest_checkpoint
 from .emotions import Decay, current_emotion
 from .facts import valid_as_of
+from .people import load_person, load_state
 from .personas import read_persona
 
 AGREEMENTS = 20
@@ -95,6 +98,12 @@ where persona = :persona and project = :project and {CURRENT_MEMORY} and pinned 
   and {valid_as_of()}
 order by valid_at desc, num desc limit :count
 """
+SELECT_PROFILE = f"""
+select id, text, kind, valid_at, event_id from memories m
+where persona = :persona and project = :project and {CURRENT_MEMORY} and tier = 'profile'
+  and {PERSON_MEMORY} and {valid_as_of()}
+order by valid_at desc, num desc limit :count
+"""
 SELECT_RECENT_EVENTS = f"""
 select id, role, occurred_at, substr(text, 1, :cap), length(text) from events e
 where persona = :persona and project = :project and session = :session and {SAID_AS_OF}
@@ -123,6 +132,10 @@ class Sources:
     recent: list[dict[str, Any]]
     pinned: list[dict[str, Any]]
     emotion: CurrentEmotion | None
+    person: dict[str, Any] | None = None
+    """Who the pack's person is, with their state's data (``person_component``)."""
+    profile: list[dict[str, Any]] = field(default_factory=list)
+    """The person's current profile memories, as pack items."""
 
 
 def read_sources(
@@ -135,13 +148,24 @@ def read_sources(
     as_of: datetime,
     recall: Recall,
     decay: Decay,
+    person: str | None = None,
 ) -> Sources:
     """What the pack of ``session`` shows at ``as_of``, memories recalled for ``query``
-    (``recall_query``) by ``recall``."""
+    (``recall_query``) by ``recall``; for a pack of one ``person``, who they are too."""
     checkpoint = latest_checkpoint(conn, persona, project, session)
     agreements = recent_agreements(conn, persona, project, as_of)
     about = recall_query(query, checkpoint)
+    if person is not None:
+        who = person_component(
+            load_person(conn, persona, project, person),
+            load_state(conn, persona, project, person),
+        )
+        profile = profile_memories(conn, persona, project, person, as_of)
+    else:
+        who, profile = None, []
     return Sources(
+        person=who,
+        profile=profile,
         persona=read_persona(conn, persona, None),
         checkpoint=checkpoint,
         agreements=agreements,
@@ -150,6 +174,37 @@ def read_sources(
         pinned=pinned_memories(conn, persona, project, as_of),
         emotion=current_emotion(conn, persona, project, as_of, decay),
     )
+
+
+def person_component(person: Person, state: State) -> dict[str, Any]:
+    """Who a pack's person is: their names and the rest of their registry entry (what is
+    set), and their state's data (when saved)."""
+    who: dict[str, Any] = {"id": person.id, "display_name": person.display_name}
+    if person.aliases:
+        who["aliases"] = person.aliases
+    for name in ("locale", "timezone", "notes"):
+        if (value := getattr(person, name)) is not None:
+            who[name] = value
+    if state.version:
+        who["state"] = state.data
+    return who
+
+
+def profile_memories(
+    conn: sqlite3.Connection, persona: str, project: str, person: str, as_of: datetime
+) -> list[dict[str, Any]]:
+    """The person's current profile memories at ``as_of``, newest first, as pack items."""
+    params = {
+        "persona": persona,
+        "project": project,
+        "person": person,
+        "as_of": db_time(as_of),
+        "count": RECALLED,
+    }
+    return [
+        memory_item(id_, text, kind, valid_at, event_id)
+        for id_, text, kind, valid_at, event_id in conn.execute(SELECT_PROFILE, params)
+    ]
 
 
 def recent_agreements(
@@ -220,20 +275,24 @@ def pinned_memories(
     params = {"persona": persona, "project": project, "as_of": db_time(as_of), "count": PINNED}
     rows = conn.execute(SELECT_PINNED, params)
     return [
-        {
-            "id": id_,
-            "text": text,
-            "kind": kind,
-            "time": iso(valid_at),
-            "expired": False,
-            "gist": False,
-            "raw": False,
-            "truncated": False,
-            "source_event_id": event_id,
-            "pinned": True,
-        }
+        memory_item(id_, text, kind, valid_at, event_id) | {"pinned": True}
         for id_, text, kind, valid_at, event_id in rows
     ]
+
+
+def memory_item(id_: str, text: str, kind: str, valid_at: str, event_id: str) -> dict[str, Any]:
+    """A current memory as a pack item, shown whole."""
+    return {
+        "id": id_,
+        "text": text,
+        "kind": kind,
+        "time": iso(valid_at),
+        "expired": False,
+        "gist": False,
+        "raw": False,
+        "truncated": False,
+        "source_event_id": event_id,
+    }
 
 
 def memories_component(

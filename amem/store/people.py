@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..db.in_lists import marks
+from ..db.rules import PERSON_MEMORY
 from ..db.times import from_db_time
 from ..errors import Conflict, InvalidInput, NotFound
 from ..limits import MAX_STATE_BYTES
@@ -57,20 +58,20 @@ INSERT_NAME = """
 insert or ignore into person_names (persona, project, name, person) values (?, ?, ?, ?)
 """
 DELETE_PERSON = "delete from people where persona = ? and project = ? and id = ?"
-OWNS_ANYTHING = """
+OWNS_ANYTHING = f"""
 select exists (select 1 from events where persona = :persona and project = :project
                    and person = :person)
     or exists (select 1 from memories m where persona = :persona and project = :project
-                   and (person = :person or exists (
-                       select 1 from json_each(m.about) where value = :person)))
+                   and {PERSON_MEMORY})
     or exists (select 1 from states where persona = :persona and project = :project
                    and person = :person)
 """
 
 
 def folded(name: str) -> str:
-    """A name as lookups compare it: compatibility forms folded (``Ｔｏｍ`` is ``Tom``),
-    case folded, white-space runs as one space. Chinese names stay as written."""
+    """A name as lookups compare it: compatibility forms folded (full-width Latin letters
+    are the letters they stand for), case folded, white-space runs as one space. Chinese
+    names stay as written."""
     return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
 
 
@@ -97,7 +98,9 @@ def require_people(
     wanted = sorted(set(people))
     if not wanted:
         return
-    sql = f"select id from people where persona = ? and project = ? and id in ({marks(len(wanted))})"
+    sql = (
+        f"select id from people where persona = ? and project = ? and id in ({marks(len(wanted))})"
+    )
     known = {person for (person,) in conn.execute(sql, (persona, project, *wanted))}
     if missing := [p for p in wanted if p not in known]:
         raise NotFound(f"{field}: {len(missing)} person ID(s) not in this scope's registry")
@@ -140,10 +143,64 @@ def upsert_person(
         conn.execute(UPDATE_PERSON, (*fields, now, persona, project, person))
     else:
         return person_model(row)
-    conn.execute(DELETE_NAMES, (persona, project, person))
-    for name in {folded(display_name), *map(folded, aliases)}:
-        conn.execute(INSERT_NAME, (persona, project, name, person))
+    write_names(conn, persona, project, person, display_name, aliases)
     return load_person(conn, persona, project, person)
+
+
+def names_of(display_name: str, aliases: Iterable[str]) -> set[str]:
+    """The folded names a person is found by: the display name and every alias."""
+    return {folded(display_name), *map(folded, aliases)}
+
+
+def write_names(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    person: str,
+    display_name: str,
+    aliases: Iterable[str],
+) -> None:
+    """Make ``person_names`` hold exactly the person's ``names_of`` (after an upsert, an
+    import, a rebuild)."""
+    conn.execute(DELETE_NAMES, (persona, project, person))
+    for name in sorted(names_of(display_name, aliases)):
+        conn.execute(INSERT_NAME, (persona, project, name, person))
+
+
+SELECT_ALL_PEOPLE = "select persona, project, id, display_name, aliases from people"
+SELECT_ALL_NAMES = "select persona, project, person, name from person_names"
+
+
+def names_drift(conn: sqlite3.Connection) -> int:
+    """How many people's ``person_names`` rows differ from their ``names_of`` (a name
+    missing or too many; rows of no person count too)."""
+    expected = {
+        (persona, project, person): names_of(name, stored_aliases(aliases))
+        for persona, project, person, name, aliases in conn.execute(SELECT_ALL_PEOPLE)
+    }
+    stored: dict[tuple[str, str, str], set[str]] = {}
+    for persona, project, person, name in conn.execute(SELECT_ALL_NAMES):
+        stored.setdefault((persona, project, person), set()).add(name)
+    return sum(expected.get(key, set()) != stored.get(key, set()) for key in {*expected, *stored})
+
+
+def rebuild_names(conn: sqlite3.Connection) -> None:
+    """Write ``person_names`` anew from ``people`` (``doctor --rebuild-index``)."""
+    conn.execute("delete from person_names")
+    for persona, project, person, name, aliases in conn.execute(SELECT_ALL_PEOPLE).fetchall():
+        write_names(conn, persona, project, person, name, stored_aliases(aliases))
+
+
+def stored_aliases(text: str) -> list[str]:
+    """A person's stored aliases; none when the cell holds no JSON list of names (a write
+    around amem, which ``doctor``'s archive check names)."""
+    try:
+        aliases = json.loads(text)
+    except (TypeError, ValueError):
+        return []
+    if not isinstance(aliases, list):
+        return []
+    return [alias for alias in aliases if isinstance(alias, str)]
 
 
 def remove_person(conn: sqlite3.Connection, persona: str, project: str, person: str) -> Person:
@@ -232,9 +289,7 @@ def assign(
         index.reindex_people(conn, "event", event_id)
         for memory_id in memory_ids:
             index.reindex_people(conn, "memory", memory_id)
-        conn.execute(
-            INSERT_ASSIGNMENT, (persona, project, event_id, previous, person, reason, now)
-        )
+        conn.execute(INSERT_ASSIGNMENT, (persona, project, event_id, previous, person, reason, now))
     return Assignment(
         event_id=event_id,
         person=person,
@@ -259,9 +314,7 @@ on conflict (persona, project, person) do update set
 """
 
 
-def load_state(
-    conn: sqlite3.Connection, persona: str, project: str, person: str | None
-) -> State:
+def load_state(conn: sqlite3.Connection, persona: str, project: str, person: str | None) -> State:
     """The scope's state (``person`` None) or a person's; version 0 and no data before the
     first save."""
     if person is not None:
@@ -309,11 +362,7 @@ def patch_state(
     keys no longer holds what ``base`` holds. Keys nobody changed stay as stored."""
     current = load_state(conn, persona, project, person)
     missing = object()
-    changed = [
-        key
-        for key in {*base, *new}
-        if base.get(key, missing) != new.get(key, missing)
-    ]
+    changed = [key for key in {*base, *new} if base.get(key, missing) != new.get(key, missing)]
     if not changed:
         return current
     data = dict(current.data)
@@ -327,7 +376,9 @@ def patch_state(
     return store_state(conn, current, data, now)
 
 
-def store_state(conn: sqlite3.Connection, current: State, data: Mapping[str, Any], now: str) -> State:
+def store_state(
+    conn: sqlite3.Connection, current: State, data: Mapping[str, Any], now: str
+) -> State:
     stored = state_json(data)
     version = current.version + 1
     key = (current.persona, current.project, current.person or SCOPE_STATE)
@@ -344,7 +395,9 @@ def state_json(data: Mapping[str, Any]) -> str:
     try:
         stored = json.dumps(dict(data), ensure_ascii=False, allow_nan=False, sort_keys=True)
     except (TypeError, ValueError) as exc:
-        raise InvalidInput("state data must be JSON: strings, numbers, booleans, null, lists and objects") from exc
+        raise InvalidInput(
+            "state data must be JSON: strings, numbers, booleans, null, lists and objects"
+        ) from exc
     if len(stored.encode()) > MAX_STATE_BYTES:
         raise InvalidInput(f"state data holds at most {MAX_STATE_BYTES:,} bytes of JSON")
     return stored

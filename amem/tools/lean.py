@@ -8,8 +8,8 @@ turn, so both say only what a model uses (``bench/mcp_cost.py`` measures them):
   nested models written inline (no ``$defs`` to chase), without what a model does not act
   on (``LEFT_OUT``); the tools decide which properties are not shown at all;
 - a recall item keeps what a model acts on (``RECALL_SHOWN``: its ID, text, who said it,
-  kind, score, validity and the flags that are set, its tier when it is not its kind's
-  default); floats have 3 significant digits, and
+  kind, score, validity and the flags that are set, whose it is and whom it is about, its
+  tier when it is not its kind's default); floats have 3 significant digits, and
   fields that are null or at their default are left out. ``explain`` shows every field, the
   score components included. The Python API's ``RecallResult`` is unchanged: this is only
   how MCP writes it.
@@ -97,9 +97,12 @@ RECALL_SHOWN = frozenset(
         "corrected_by",
         "truncated",
         "pinned",
+        "person",
+        "about",
     }
 )
-"""The item fields a recall shows without ``explain`` (when set); besides them, ``basis``
+"""The item fields a recall shows without ``explain`` (when set: ``person`` and ``about``
+only for what belongs to or is about someone of the registry); besides them, ``basis``
 when it is ``inference`` (nobody said it), and ``occurred_at`` for a raw message (which
 has no ``valid_at``)."""
 

@@ -183,6 +183,7 @@ class EventSubmit(Args):
         default="conversation", description="reference, persona: never memories."
     )
     occurred_at: str | None = None
+    person: str | None = None
 
 
 # Not idempotent: without an event_id, every call stores a new event.
@@ -216,6 +217,7 @@ class MemoryRecall(Args):
     exclude_event_ids: list[str] | None = Field(default=None, max_length=MAX_EXCLUDED_EVENTS)
     exclude_from_seq: int | None = Field(default=None, ge=1)
     explain: bool = Field(default=False, description="Every field, score parts.")
+    person: str | None = None
 
 
 @tool("Recall")
@@ -311,6 +313,7 @@ class SessionResume(Args):
     query: str | None = None
     budget_tokens: int = Field(default=DEFAULT_BUDGET, ge=1, le=MCP_MAX_BUDGET_TOKENS)
     model: str | None = None
+    person: str | None = None
 
 
 @tool("Resume session")
@@ -321,7 +324,9 @@ async def session_resume(served: Served, args: SessionResume) -> Any:
     # shrinks until it fits.
     scope, budget = served.scope(args), args.budget_tokens
     while True:
-        pack = await scope.resume(args.session, query=args.query, budget=budget, model=args.model)
+        pack = await scope.resume(
+            args.session, query=args.query, budget=budget, model=args.model, person=args.person
+        )
         shown = {"text": pack_text(pack)} | jsonable(pack)
         size = len(compact(shown))
         if size <= MCP_MAX_RESULT_CHARS:
@@ -390,6 +395,7 @@ class MemoryList(Args):
     tier: MemoryTier | None = None
     cursor: str | None = None
     limit: int = Field(default=MCP_LIST_LIMIT, ge=1, le=MCP_MAX_LIST_LIMIT)
+    person: str | None = None
 
 
 @tool("List")
@@ -435,6 +441,55 @@ class MemoryCompactWorking(Args):
 async def memory_compact_working(served: Served, args: MemoryCompactWorking) -> Any:
     """Fold a session's older working notes into one episode."""
     return await served.scope(args).compact_working(**args.keywords())
+
+
+class PersonList(Args):
+    pass
+
+
+@tool("List people")
+async def person_list(served: Served, args: PersonList) -> Any:
+    """The people this memory knows, with the IDs person arguments take."""
+    scope = served.scope(args)
+    listed = [
+        person.model_dump(mode="json", exclude={"persona", "project"})
+        for person in await scope.people()
+    ]
+    answer: dict[str, Any] = {"persona": scope.persona, "project": scope.project}
+    # over the result's cap, the newest people are left out (the registry is oldest first)
+    while len(compact(answer | {"people": listed})) > MCP_MAX_RESULT_CHARS and listed:
+        listed.pop()
+        answer["truncated_to_fit"] = True
+    return answer | {"people": listed}
+
+
+class PersonUpsert(Args):
+    person_id: str | None = None
+    display_name: str
+    aliases: list[str] = []
+    locale: str | None = None
+    timezone: str | None = None
+    notes: str | None = None
+
+
+# Not idempotent: without a person_id, every call adds a new person. Destructive: with
+# one, every field is replaced, and one left out is cleared.
+@tool("Save person", read_only=False, destructive=True, idempotent=False)
+async def person_upsert(served: Served, args: PersonUpsert) -> Any:
+    """Add a person (no person_id), or replace one's fields: omitted ones are cleared."""
+    return await served.write(args, lambda scope: scope.upsert_person(**args.keywords()))
+
+
+class PersonAssign(Args):
+    event_id: str
+    person: str | None = None
+    reason: str | None = None
+
+
+@tool("Assign message", read_only=False)
+async def person_assign(served: Served, args: PersonAssign) -> Any:
+    """Make a message, with its memories, a person's (person omitted: no one's)."""
+    return await served.scope(args).assign(**args.keywords())
 
 
 def tool_schema(tool: Tool) -> dict[str, Any]:
