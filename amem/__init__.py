@@ -33,7 +33,10 @@ if _typing.TYPE_CHECKING:
         Checkpoint,
         Compaction,
         Consolidation,
+        ConsolidationResult,
+        ConsolidationRun,
         ContextPack,
+        Copy,
         Correction,
         CurrentEmotion,
         Deletion,
@@ -43,11 +46,17 @@ if _typing.TYPE_CHECKING:
         Erasure,
         Event,
         EventReceipt,
+        Eviction,
+        EvictionSkip,
         Evidence,
+        GraphCoverage,
+        GraphEdge,
+        GraphNode,
         ListedEvent,
         ListedMemory,
         Listing,
         MemoryDraft,
+        MemoryGraph,
         MemoryRecord,
         Person,
         Persona,
@@ -76,9 +85,12 @@ _HOMES = {
     "memory": "Memory Scope open",
     "models": (
         "ArchiveResult Assignment Capacity CaptureResult Checkpoint Compaction Consolidation"
-        " ContextPack Correction CurrentEmotion Deletion DoctorCheck DoctorReport"
-        " Emotion Erasure Event EventReceipt Evidence ListedEvent ListedMemory Listing"
-        " MemoryDraft MemoryRecord Person Persona Promotion RecallItem RecallResult"
+        " ConsolidationResult ConsolidationRun"
+        " ContextPack Copy Correction CurrentEmotion Deletion DoctorCheck DoctorReport"
+        " Emotion Erasure Event EventReceipt Eviction EvictionSkip Evidence ListedEvent"
+        " ListedMemory Listing"
+        " GraphCoverage GraphEdge GraphNode MemoryDraft MemoryGraph MemoryRecord Person"
+        " Persona Promotion RecallItem RecallResult"
         " ReindexResult Relation Retraction RetryResult ScopeSummary ScoreComponents"
         " State Status TombstoneImport TurnEnd"
     ),
@@ -103,7 +115,10 @@ __all__ = [
     "Compaction",
     "Conflict",
     "Consolidation",
+    "ConsolidationResult",
+    "ConsolidationRun",
     "ContextPack",
+    "Copy",
     "Correction",
     "CurrentEmotion",
     "Deletion",
@@ -113,13 +128,19 @@ __all__ = [
     "Erasure",
     "Event",
     "EventReceipt",
+    "Eviction",
+    "EvictionSkip",
     "Evidence",
+    "GraphCoverage",
+    "GraphEdge",
+    "GraphNode",
     "InvalidInput",
     "ListedEvent",
     "ListedMemory",
     "Listing",
     "Memory",
     "MemoryDraft",
+    "MemoryGraph",
     "MemoryRecord",
     "NotFound",
     "Person",

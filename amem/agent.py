@@ -20,6 +20,7 @@ from .limits import (
     MAX_BUDGET,
     MAX_CAPTURE_ENTRIES,
     MAX_EXCLUDED_EVENTS,
+    MAX_INTEGER,
     MAX_KEEP_NOTES,
 )
 from .memory import Scope
@@ -39,7 +40,10 @@ class AgentSession:
     ``budget`` is ``prefetch``'s default, in tokens as ``counter`` counts them (the
     model's tokenizer, or amem's offline estimate by default). ``end_turn`` runs
     ``compact_working(session, keep=compact_keep)`` when ``compact_keep`` is given (None:
-    no compaction), then ``consolidate()`` when ``consolidate`` is true.
+    no compaction), then ``consolidate()`` when ``consolidate`` is true, and every
+    ``prepare_every`` turns (None: never) prepares a consolidation run of the session for
+    the host's model (``TurnEnd.run``; apply its patch with ``Scope.apply_consolidation``
+    or the ``consolidation_apply`` tool).
     """
 
     def __init__(
@@ -51,6 +55,7 @@ class AgentSession:
         counter: TokenCounter = estimate_tokens,
         consolidate: bool = True,
         compact_keep: int | None = None,
+        prepare_every: int | None = None,
     ) -> None:
         if not isinstance(scope, Scope):
             raise InvalidInput("scope must be a Scope (Memory.scope gives one)")
@@ -68,6 +73,12 @@ class AgentSession:
             if compact_keep is None
             else require_int(compact_keep, "compact_keep", low=0, high=MAX_KEEP_NOTES)
         )
+        self.prepare_every = (
+            None
+            if prepare_every is None
+            else require_int(prepare_every, "prepare_every", low=1, high=MAX_INTEGER)
+        )
+        self._turns_ended = 0
         self._turn: list[str] = []
         """The last ``remember_turn``'s event IDs (its newest 100), left out of ``prefetch``'s
         recall."""
@@ -147,7 +158,8 @@ class AgentSession:
     async def end_turn(self) -> TurnEnd:
         """The configured upkeep, run now (amem never runs it in the background):
         ``compact_working`` of this session, keeping the newest ``compact_keep`` working
-        notes (when given), then ``consolidate`` of the scope (when ``consolidate``).
+        notes (when given), then ``consolidate`` of the scope (when ``consolidate``), then,
+        every ``prepare_every`` turns, ``prepare_consolidation`` of this session.
         Compaction comes first so that the older notes it folds into an episodic memory
         are kept, not deleted for their TTL. Each step is one transaction."""
         compaction = (
@@ -156,4 +168,7 @@ class AgentSession:
             else await self.scope.compact_working(self.session, keep=self.compact_keep)
         )
         consolidation = await self.scope.consolidate() if self.consolidate else None
-        return TurnEnd(compaction=compaction, consolidation=consolidation)
+        self._turns_ended += 1
+        due = self.prepare_every is not None and self._turns_ended % self.prepare_every == 0
+        run = await self.scope.prepare_consolidation(session=self.session) if due else None
+        return TurnEnd(compaction=compaction, consolidation=consolidation, run=run)

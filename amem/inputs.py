@@ -6,6 +6,7 @@ Every check raises ``InvalidInput`` naming the field, never echoing the value.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from .limits import (
     MAX_EVENT_CHARS,
     MAX_ID_CHARS,
     MAX_INTEGER,
+    MAX_JSON_CHARS,
     MAX_LIST_ITEMS,
     MAX_SPEAKERS,
     has_hidden_characters,
@@ -326,6 +328,17 @@ def checkpoint_from(checkpoint: object) -> dict[str, Any]:
             f"{', '.join(CHECKPOINT_FIELDS)}"
         )
     return checkpoint_fields(**checkpoint)
+
+
+def json_value(value: object, field: str) -> str:
+    """``value`` as JSON text, refused when it is no JSON value or too long to keep."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{field} must be a JSON value") from None
+    if len(text) > MAX_JSON_CHARS:
+        raise InvalidInput(f"{field} is longer than {MAX_JSON_CHARS} characters as JSON")
+    return text
 
 
 def optional_text(value: object, field: str, *, max_chars: int) -> str | None:

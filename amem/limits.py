@@ -93,6 +93,8 @@ MAX_READ_CHARS = MAX_EVENT_CHARS
 """One page of ``read``: a whole event at most."""
 MAX_DRAFTS = 100
 """Drafts in one ``add_memories`` call."""
+MAX_EVICTED_IDS = 10_000
+"""Event IDs one ``evict`` call may name (``before`` selects any number)."""
 MAX_MEMORIES_PER_EVENT = 50
 """Drafts the extraction model may answer for one event."""
 DEFAULT_BUDGET = 4_000
@@ -111,13 +113,28 @@ LIST_PREVIEW_CHARS = 500
 DEFAULT_KEEP_NOTES = 10
 MAX_KEEP_NOTES = 10_000
 """Newest working notes ``compact_working`` may keep (``keep``)."""
+DEFAULT_RUN_CHARS = 20_000
+MIN_RUN_CHARS = 200
+MAX_RUN_CHARS = 200_000
+"""Characters of event text one consolidation run freezes (``max_chars``)."""
+MAX_JSON_CHARS = 200_000
+"""Characters of a candidate patch or an error ``record_attempt`` keeps, as JSON."""
 MAX_SCOPE_LIMIT = MAX_INTEGER
 """Largest value of a scope's ``max_events`` or ``max_text_bytes``."""
+DEFAULT_GRAPH_DEPTH = 1
+MAX_GRAPH_DEPTH = 3
+DEFAULT_GRAPH_NODES = 80
+MAX_GRAPH_NODES = 500
+DEFAULT_GRAPH_EDGES = 160
+MAX_GRAPH_EDGES = 1_000
+"""``Scope.graph``'s ``depth``, ``max_nodes`` and ``max_edges``: defaults and most."""
 
 # --- MCP: stricter, because results land in a model's context ----------------------------
 
 MCP_MAX_RESULT_CHARS = 60_000
 """Tool results stay well under common client output caps (about 25k tokens)."""
+MCP_MAX_RUN_CHARS = 40_000
+"""``consolidation_prepare.max_chars``: a run's text and memories fit one tool result."""
 MCP_CLIP_CHARS = 2_000
 """Length a string is cut to when a result would otherwise pass ``MCP_MAX_RESULT_CHARS``."""
 MCP_MAX_RECALL_LIMIT = 50

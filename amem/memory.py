@@ -14,6 +14,7 @@ function's own parameters. A scope adds its persona and project to every call.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sqlite3
 import time
@@ -37,6 +38,7 @@ from .inputs import (
     captured_entry,
     checkpoint_fields,
     checkpoint_from,
+    json_value,
     optional_name,
     parse_drafts,
     parse_time,
@@ -53,15 +55,23 @@ from .inputs import (
 )
 from .limits import (
     DEFAULT_BUDGET,
+    DEFAULT_GRAPH_DEPTH,
+    DEFAULT_GRAPH_EDGES,
+    DEFAULT_GRAPH_NODES,
     DEFAULT_KEEP_NOTES,
     DEFAULT_LIST_LIMIT,
     DEFAULT_READ_CHARS,
     DEFAULT_RECALL_LIMIT,
+    DEFAULT_RUN_CHARS,
     MAX_ALIASES,
     MAX_BUDGET,
     MAX_CAPTURE_ENTRIES,
     MAX_EVENT_CHARS,
+    MAX_EVICTED_IDS,
     MAX_EXCLUDED_EVENTS,
+    MAX_GRAPH_DEPTH,
+    MAX_GRAPH_EDGES,
+    MAX_GRAPH_NODES,
     MAX_INTEGER,
     MAX_KEEP_NOTES,
     MAX_KEY_CHARS,
@@ -73,8 +83,10 @@ from .limits import (
     MAX_QUERY_CHARS,
     MAX_READ_CHARS,
     MAX_RECALL_LIMIT,
+    MAX_RUN_CHARS,
     MAX_SCOPE_LIMIT,
     MAX_WAIT_SECONDS,
+    MIN_RUN_CHARS,
     VECTOR_WAIT_SECONDS,
 )
 from .llm import embeddings, local
@@ -85,6 +97,7 @@ from .models import (
     MEMORY_TIERS,
     RECALL_MODES,
     ROLES,
+    RUN_STATUSES,
     ArchiveResult,
     Assignment,
     Capacity,
@@ -92,6 +105,8 @@ from .models import (
     Checkpoint,
     Compaction,
     Consolidation,
+    ConsolidationResult,
+    ConsolidationRun,
     ContextPack,
     Correction,
     CurrentEmotion,
@@ -99,9 +114,11 @@ from .models import (
     DoctorReport,
     Erasure,
     EventReceipt,
+    Eviction,
     Evidence,
     Listing,
     MemoryDraft,
+    MemoryGraph,
     MemoryRecord,
     Person,
     Persona,
@@ -121,7 +138,7 @@ from .models import (
 from .ops import doctor, files, transfer
 from .pipeline import Pipeline
 from .reads import Read, Reads
-from .recall import Recalled, recall_memories
+from .recall import Recalled, recall_memories, recalled_refs
 from .recall.lexical import TermCounts
 from .recall.query import RecallQuery
 from .search import index
@@ -131,12 +148,15 @@ from .store import (
     capture,
     checkpoints,
     compaction,
+    consolidation,
     corrections,
     emotions,
     erasure,
     events,
+    eviction,
     extraction,
     facts,
+    graph,
     listing,
     packs,
     pages,
@@ -695,6 +715,7 @@ class Scope:
         exclude_event_ids: Collection[str] | None = None,
         exclude_from_seq: int | None = None,
         person: str | None = None,
+        explain: bool = False,
     ) -> RecallResult:
         """Memories of this scope that match ``query`` and were valid at ``as_of`` (now).
 
@@ -709,6 +730,9 @@ class Scope:
         relationship and the memories derived from them or about them, ranked as if the
         scope held nothing else. Without it, items carry their ``person``, and a query
         naming people of the registry puts what belongs only to others after the rest.
+
+        Each item says what brought it in (``via``); ``explain=True`` also lists the
+        query's terms its words or its source event's hold (``matched``).
         """
         request, checked_mode = self._recall_query(
             query,
@@ -721,6 +745,7 @@ class Scope:
             exclude_from_seq=exclude_from_seq,
             person=person,
         )
+        request = replace(request, explain=require_bool(explain, "explain"))
         if request.person is not None:
             await self._read(people.load_person, request.person)  # not_found for a stranger
         request, warnings = await self._with_query_vector(request, checked_mode)
@@ -1068,7 +1093,12 @@ class Scope:
         return done
 
     async def delete(
-        self, *, event_id: str | None = None, memory_id: str | None = None, dry_run: bool = False
+        self,
+        *,
+        event_id: str | None = None,
+        memory_id: str | None = None,
+        dry_run: bool = False,
+        include_copies: bool = False,
     ) -> Deletion:
         """Permanently erase a whole message: an event (or a memory's source event) with
         every memory derived from it and its correction lineage, leaving a tombstone so
@@ -1076,6 +1106,9 @@ class Scope:
 
         Give exactly one of ``event_id`` and ``memory_id``. Returns what was removed;
         ``dry_run=True`` returns what would be, computed the same way, and writes nothing.
+        ``copies`` lists later events of the scope that repeat the erased text (an
+        assistant echoing it, a tool output quoting it); ``include_copies=True`` erases
+        them too, in the same transaction, else they stay.
         """
         if (event_id is None) == (memory_id is None):
             raise InvalidInput("give exactly one of event_id and memory_id")
@@ -1083,12 +1116,23 @@ class Scope:
         memory_id = optional_name(memory_id, "memory_id")
         if not isinstance(dry_run, bool):
             raise InvalidInput("dry_run must be true or false")
+        if not isinstance(include_copies, bool):
+            raise InvalidInput("include_copies must be true or false")
         if dry_run:
             return await self._read(
-                erasure.delete, event_id=event_id, memory_id=memory_id, now=db_now(), dry_run=True
+                erasure.delete,
+                event_id=event_id,
+                memory_id=memory_id,
+                now=db_now(),
+                dry_run=True,
+                include_copies=include_copies,
             )
         removed = await self._write(
-            erasure.delete, event_id=event_id, memory_id=memory_id, now=db_now()
+            erasure.delete,
+            event_id=event_id,
+            memory_id=memory_id,
+            now=db_now(),
+            include_copies=include_copies,
         )
         # the index's copies of deleted terms, stale copies of deleted cells in pages and
         # the WAL's copies of deleted pages go when the writer is next idle (a merge, a
@@ -1124,6 +1168,7 @@ class Scope:
         everything: bool = False,
         dry_run: bool = False,
         progress: Progress | None = None,
+        include_copies: bool = False,
     ) -> Erasure:
         """Permanently erase many events of this scope, each with everything ``delete``
         would take with it, and leave their tombstones.
@@ -1145,14 +1190,21 @@ class Scope:
         are never held up for long; an interrupted erase leaves whole events erased and the
         rest untouched, and running it again erases the rest. ``progress(done, total)``
         counts selected events.
+
+        ``copies`` lists later events of the scope, not selected, that repeat the erased
+        text (none for ``everything=True``); ``include_copies=True`` erases them too, after
+        the selected events, each the way ``delete`` would (``events`` counts them).
         """
         selector = erase_selector(session, since, until, subject, fact_key, everything, person)
         if not isinstance(dry_run, bool):
             raise InvalidInput("dry_run must be true or false")
+        if not isinstance(include_copies, bool):
+            raise InvalidInput("include_copies must be true or false")
         if selector.person is not None:
             await self._read(people.load_person, selector.person)  # not_found for a stranger
         if dry_run:
-            return await self._read(erasure.preview, selector)
+            return await self._read(erasure.preview, selector, include_copies=include_copies)
+        copies = await self._read(erasure.copies_of, selector)  # before the text goes
         total = await self._read(erasure.count_selected, selector)
         erased, done, after = erasure.nothing(self.persona, self.project), 0, 0
         while True:  # a read picks each batch, so the write lock is held only to erase
@@ -1163,10 +1215,14 @@ class Scope:
             done += len(starts)
             if progress is not None:
                 progress(min(done, total), total)
+        if include_copies:
+            ids = [copy.event_id for copy in copies]
+            for start in range(0, len(ids), erasure.BATCH_EVENTS):
+                erased = await self._erase_batch(erased, ids[start : start + erasure.BATCH_EVENTS])
         if selector.whole_person:
             states = await self._write(erasure.erase_person_state, selector)
             erased = erased.model_copy(update={"states": states})
-        return erased
+        return erased.model_copy(update={"copies": copies})
 
     async def _erase_ids(self, event_ids: Sequence[str]) -> Erasure:
         """Erase these events of the scope (those still there), in batches."""
@@ -1189,11 +1245,104 @@ class Scope:
         self._runtime.db.writer.when_idle(erasure.scrub)
         self._runtime.db.writer.when_idle(files.sweep_recorded)
 
+    async def evict(
+        self,
+        event_ids: Sequence[str] | None = None,
+        *,
+        before: str | datetime | None = None,
+        dry_run: bool = False,
+    ) -> Eviction:
+        """Let go of the raw text of derived events, keeping what was learned from them.
+
+        An event is derived once its memories are (status ``extracted``, or ``amended``
+        after a correction or retraction). Evicting it empties its text and marks it
+        ``evicted`` (``read`` shows the status and no text); its memories and their quotes
+        stay, so ``recall`` and context packs keep working on them, but its words are no
+        longer searched, embedded or shown as raw fallback. Resubmitting its ID is a
+        duplicate that brings nothing back. The scope's text bytes drop at once, and the
+        words leave the database file and its WAL when the writer is next idle, as an
+        erasure's do. An event not derived yet (stored, pending, failed) is never evicted.
+
+        ``event_ids`` names events (named ones left as they were are listed in ``skipped``
+        with the reason); ``before`` (a time) selects the derived events that occurred
+        before it. Given both, both must hold; at least one is required. ``dry_run=True``
+        returns what would go, computed the same way, and writes nothing. Runs in batches
+        of a few hundred events, each its own transaction: an interrupted eviction leaves
+        whole events evicted, and running it again evicts the rest.
+        """
+        if event_ids is None and before is None:
+            raise InvalidInput("say what to evict: event_ids, before, or both")
+        ids = None if event_ids is None else evicted_ids(event_ids)
+        cutoff = None if before is None else db_time(parse_time(before, "before"))
+        dry_run = require_bool(dry_run, "dry_run")
+        if dry_run:
+            return await self._read(eviction.preview, ids, before=cutoff, now=db_now())
+        done = eviction.nothing(self.persona, self.project)
+        if ids is not None:
+            for start in range(0, len(ids), erasure.BATCH_EVENTS):
+                batch = ids[start : start + erasure.BATCH_EVENTS]
+                done = await self._evict_batch(done, batch, cutoff)
+            return done
+        assert cutoff is not None
+        after = 0
+        while True:  # a read picks each batch, so the write lock is held only to evict
+            batch, after = await self._read(
+                eviction.select_derived, cutoff, after, erasure.BATCH_EVENTS
+            )
+            if not batch:
+                return done
+            done = await self._evict_batch(done, batch, cutoff)
+
+    async def _evict_batch(
+        self, done: Eviction, event_ids: Sequence[str], before: str | None
+    ) -> Eviction:
+        """One write transaction of an eviction, added to the receipt so far."""
+        batch = await self._write(eviction.evict_events, event_ids, now=db_now(), before=before)
+        if batch.evicted:  # as after an erasure: the evicted text leaves the file when idle
+            self._scrub_when_idle()
+        return eviction.combine(done, batch)
+
     async def relate(self, from_id: str, to_id: str) -> Relation:
         """Link two memories of this scope with an explicit ``related`` link (idempotent)."""
         from_id = require_name(from_id, "from_id")
         to_id = require_name(to_id, "to_id")
         return await self._write(relations.relate, from_id=from_id, to_id=to_id, now=db_now())
+
+    async def graph(
+        self,
+        *,
+        seed: str | None = None,
+        depth: int = DEFAULT_GRAPH_DEPTH,
+        max_nodes: int = DEFAULT_GRAPH_NODES,
+        max_edges: int = DEFAULT_GRAPH_EDGES,
+    ) -> MemoryGraph:
+        """The memories, events, people and sessions around ``seed``, with the links
+        between them, from one snapshot; no model is called.
+
+        ``seed`` is a memory, event or person ID of this scope, a name ``find_person``
+        finds exactly one person by, or else a query: the best items of fast recall. With
+        no seed, the scope's pinned and newest current memories. The walk goes ``depth``
+        links out (0 to 3), breadth first, newest first within a hop, and shows at most
+        ``max_nodes`` nodes (1 to 500) and ``max_edges`` edges (0 to 1,000); ``coverage``
+        says what it left out. Revoked and ended memories are shown, marked. A seed that
+        finds nothing gives an empty graph."""
+        depth = require_int(depth, "depth", low=0, high=MAX_GRAPH_DEPTH)
+        max_nodes = require_int(max_nodes, "max_nodes", low=1, high=MAX_GRAPH_NODES)
+        max_edges = require_int(max_edges, "max_edges", low=0, high=MAX_GRAPH_EDGES)
+        query = None
+        if seed is not None:
+            seed = require_text(seed, "seed", max_chars=MAX_QUERY_CHARS)
+            request, _ = self._recall_query(seed, limit=graph.SEED_ITEMS, as_of=None, mode="fast")
+            query = functools.partial(recalled_refs, q=request)
+        return await self._read(
+            graph.memory_graph,
+            seed=seed,
+            query=query,
+            depth=depth,
+            max_nodes=max_nodes,
+            max_edges=max_edges,
+            now=db_now(),
+        )
 
     # --- tiers: pins, consolidation, compaction -----------------------------------------
 
@@ -1274,6 +1423,121 @@ class Scope:
         raise Conflict(
             "the session's working notes kept changing; compact again", code="version_conflict"
         )
+
+    # --- consolidation runs: the host's model tidies what is known ----------------------
+
+    async def prepare_consolidation(
+        self, *, session: str | None = None, max_chars: int = DEFAULT_RUN_CHARS
+    ) -> ConsolidationRun:
+        """Freeze a consolidation run for the host's model to answer with a patch.
+
+        The run holds the events of ``session`` (default: the whole scope) since its last
+        applied run, at most ``max_chars`` of their text (an oversized event is paged:
+        each event carries ``offset``, ``end`` and ``total``), and the current memories
+        they touch: derived from them, on the same subject and fact key, or found by recall
+        from their words and vectors, each with its ``version``. With no new events, the
+        run holds the most recent memories, so they can still be tidied.
+
+        A session has one prepared run at a time: until it is applied (or fails or is
+        invalidated), preparing again returns it, so a host that crashed finds its run.
+        Runs are durable: ``consolidation_runs`` and ``consolidation_run`` read them after
+        a restart. Apply a patch with ``apply_consolidation``."""
+        session = optional_name(session, "session")
+        max_chars = require_int(max_chars, "max_chars", low=MIN_RUN_CHARS, high=MAX_RUN_CHARS)
+        waiting = await self._read(consolidation.open_run, session)
+        if waiting is not None:
+            return waiting
+        sources = await self._read(consolidation.select_sources, session, max_chars)
+        neighbours: dict[str, None] = {}
+        for event in sources.events[-consolidation.NEIGHBOUR_QUERIES :]:
+            found = await self.recall(
+                (event.text or " ")[:MAX_QUERY_CHARS], limit=consolidation.NEIGHBOURS
+            )
+            neighbours.update(dict.fromkeys(i.id for i in found.items if not i.raw_fallback))
+        return await self._write(
+            consolidation.prepare,
+            session=session,
+            max_chars=max_chars,
+            neighbours=list(neighbours),
+            run_id=consolidation.new_run_id(),
+            now=db_now(),
+        )
+
+    async def consolidation_runs(
+        self, status: str | None = None, *, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[ConsolidationRun]:
+        """This scope's consolidation runs, newest first (``status``: only those)."""
+        if status is not None:
+            status = require_choice(status, "status", RUN_STATUSES)
+        limit = require_int(limit, "limit", low=1, high=MAX_LIST_LIMIT)
+        return await self._read(consolidation.list_runs, status=status, limit=limit)
+
+    async def consolidation_run(self, run_id: str) -> ConsolidationRun:
+        """One consolidation run of this scope, with its frozen input (``not_found``)."""
+        run_id = require_name(run_id, "run_id")
+        return await self._read(consolidation.load_run, run_id)
+
+    async def record_attempt(
+        self, run_id: str, candidate: object, error: object = None
+    ) -> ConsolidationRun:
+        """Keep a patch the host rejected (or amem refused) and its error on a prepared
+        run, for an explicit retry: the run shows them as ``candidate`` and ``error``
+        until the next attempt or the apply. Both must be JSON values."""
+        run_id = require_name(run_id, "run_id")
+        return await self._write(
+            consolidation.record_attempt,
+            run_id=run_id,
+            candidate=json_value(candidate, "candidate"),
+            error=None if error is None else json_value(error, "error"),
+            now=db_now(),
+        )
+
+    async def apply_consolidation(
+        self, run_id: str, patch: Mapping[str, Any]
+    ) -> ConsolidationResult:
+        """Apply the host model's patch to a prepared run, all of it or nothing.
+
+        ``patch`` is ``{"entries": [...], "evict": [event IDs]}``; each entry one of
+        ``{"op": "add", "source": EVENT_ID, "text", "quote", "kind", "basis", ...}`` (a
+        memory draft whose quote is in the run's text of that source), ``{"op":
+        "summarise", "source", "text", "quote"}`` (an episodic memory), ``{"op": "merge",
+        "ids": [...], "text"?}`` (the first survives, or a new memory with ``text`` takes
+        its source; the others are revoked, linked ``merged_into`` it), ``{"op":
+        "supersede", "id": OLD, "by": NEW}`` (NEW's start closes OLD's interval; OLD
+        stays as history), ``{"op": "relate", "from", "to"}`` and ``{"op": "retract",
+        "id", "reason"?}``. A later entry names what an earlier add or summarise made as
+        ``new:N`` (N its index). ``evict`` lets the raw text of sources go (``evict``).
+
+        Every memory named must be in the run's input with its frozen version: one that
+        changed meanwhile refuses the patch (``version_conflict``), and the run fails
+        (prepare again). The whole patch is validated before anything is written, in one
+        transaction. Applying the same patch again returns the first result with
+        ``duplicate=True``."""
+        run_id = require_name(run_id, "run_id")
+        parsed = consolidation.parse_patch(patch)
+        segmented = await segment_off_loop(parsed.texts)
+        try:
+            done = await self._write(
+                consolidation.apply,
+                run_id=run_id,
+                patch=parsed,
+                segmented=segmented,
+                now=db_now(),
+                working_ttl=self._runtime.settings.working_ttl,
+            )
+        except Conflict as exc:
+            if exc.code == "version_conflict":
+                error = json.dumps({"code": exc.code, "message": exc.message})
+                await self._write(
+                    consolidation.mark_failed, run_id=run_id, error=error, now=db_now()
+                )
+            raise
+        made = [entry.memory_id for entry in done.entries if entry.memory_id is not None]
+        if not done.duplicate:
+            self._runtime.after_commit([], made)
+            if done.evicted:
+                self._scrub_when_idle()
+        return done
 
     async def save_checkpoint(
         self,
@@ -1718,6 +1982,16 @@ def erase_selector(
         person=optional_name(person, "person"),
         everything=everything,
     )
+
+
+def evicted_ids(event_ids: object) -> list[str]:
+    """The event IDs ``evict`` names, checked, in order, each once."""
+    if not isinstance(event_ids, Collection) or isinstance(event_ids, str | bytes | Mapping):
+        raise InvalidInput("event_ids must be a list of IDs")
+    if len(event_ids) > MAX_EVICTED_IDS:
+        raise InvalidInput(f"event_ids holds more than {MAX_EVICTED_IDS} IDs")
+    names = (require_name(item, f"event_ids[{n}]") for n, item in enumerate(event_ids))
+    return list(dict.fromkeys(names))
 
 
 def new_event_id() -> str:

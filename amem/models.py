@@ -26,7 +26,15 @@ from .limits import SubmittableCategory as SubmittableCategory
 from .prompt import render_context
 
 Category = Literal[SubmittableCategory, "correction"]
-EventStatus = Literal["stored", "pending", "extracted", "failed", "amended"]
+StoredStatus = Literal["stored", "pending", "extracted", "failed", "amended"]
+"""An event's status as its row stores it."""
+EventStatus = Literal[StoredStatus, "evicted"]
+"""An event's status as amem shows it: ``evicted`` is an event whose raw text was let go
+after its memories were derived (``Scope.evict``)."""
+RunStatus = Literal["prepared", "applied", "failed", "invalidated"]
+PatchOp = Literal["add", "summarise", "merge", "supersede", "relate", "retract"]
+"""An entry of a consolidation patch (``Scope.apply_consolidation``)."""
+"""A consolidation run's status (``Scope.prepare_consolidation``)."""
 MemoryKind = Literal[
     "fact", "preference", "agreement", "growth", "episode", "observation", "emotion"
 ]
@@ -37,8 +45,12 @@ MemoryTier = Literal["working", "episodic", "profile"]
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work runs (export, import, backup,
 reindex, retried extraction, transcript capture)."""
-RelationKind = Literal["related", "corrects"]
-"""``related``: linked by a host or a compaction; ``corrects``: a correction's audit link."""
+RelationKind = Literal["related", "corrects", "merged_into", "supersedes"]
+"""``related``: linked by a host or a compaction; ``corrects``: a correction's audit link;
+``merged_into``: a duplicate merged into the survivor; ``supersedes``: a successor that
+closed a fact's interval (both written by ``Scope.apply_consolidation``)."""
+Via = Literal["lexical", "semantic", "link", "reply"]
+"""What brought a recalled item in (``RecallItem.via``)."""
 DocKind = Literal["memory", "event"]
 """What a search document or a vector is of."""
 
@@ -47,6 +59,8 @@ DocKind = Literal["memory", "event"]
 # MCP schemas use these (the MCP schemas through the types).
 MEMORY_KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
 MEMORY_TIERS: tuple[MemoryTier, ...] = get_args(MemoryTier)
+EVENT_STATUSES: tuple[EventStatus, ...] = get_args(EventStatus)
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 
 DEFAULT_TIERS: dict[MemoryKind, MemoryTier] = {
     "fact": "profile",
@@ -101,9 +115,11 @@ class Event(Record):
     status: EventStatus
     error: str | None
     chars: int
-    """Length of the original text in characters."""
+    """Length of the original text in characters (0 once evicted)."""
     person: str | None = None
     """The person whose relationship the event belongs to; None: no one."""
+    evicted_at: datetime | None = None
+    """When its raw text was let go (``Scope.evict``; ``status`` is then ``evicted``)."""
 
 
 class Persona(Record):
@@ -340,6 +356,14 @@ class RecallItem(Record):
     """The person its source event belongs to (a raw event: its own); None: no one."""
     about: list[str] = []
     """The people the memory is about."""
+    via: list[Via] = []
+    """What brought it in: ``lexical`` (its words, or its source event's, matched the
+    query), ``semantic`` (its vector, or its source's, was among the nearest), ``link`` (a
+    ``related`` link from a memory whose words matched), ``reply`` (it answers one of the
+    best turns). MCP shows it with ``explain``."""
+    matched: list[str] = []
+    """With ``explain``: the query's search terms (as the index holds them: English stems,
+    Chinese words) that its words or its source event's hold, in the query's order."""
 
 
 class RecallResult(Record):
@@ -372,6 +396,22 @@ class Correction(Record):
     """The source event of the mistaken memory, now marked ``amended``."""
 
 
+class Copy(Record):
+    """A later event of the scope that repeats text a delete or erase selects: the exact
+    quote of a memory derived from it, or a run of at least ``12`` characters of it once
+    both are normalised (NFKC, case folded, typographic quotes and dashes made plain,
+    white space collapsed). Listed in a preview; erased too with ``include_copies=True``."""
+
+    event_id: str
+    session: str | None
+    role: Role
+    occurred_at: datetime
+    of: str
+    """The selected event whose text it repeats (an earlier one)."""
+    match: str
+    """The repeated text as the copy has it, clipped to ``200`` characters."""
+
+
 class Deletion(Record):
     """What ``Scope.delete`` permanently removed, in one transaction; with ``dry_run``,
     what it would remove (computed the same way, nothing written)."""
@@ -380,7 +420,8 @@ class Deletion(Record):
     project: str
     dry_run: bool = False
     event_ids: list[str]
-    """The event, and the events of its correction lineage."""
+    """The event, and the events of its correction lineage (and its ``copies`` with
+    ``include_copies=True``)."""
     memory_ids: list[str]
     """Every memory derived from those events, lineage included."""
     relations: int
@@ -389,6 +430,9 @@ class Deletion(Record):
     checkpoints_invalidated: int
     checkpoints_cleared: int = 0
     """Invalidated checkpoints of the scope whose text was blanked (metadata kept)."""
+    copies: list[Copy] = []
+    """Later events repeating the erased text: erased too (and in ``event_ids``) with
+    ``include_copies=True``, else left as they are."""
 
 
 # --- forgetting: retraction, bulk erasure, tombstones -------------------------------------
@@ -438,6 +482,46 @@ class Erasure(Record):
     ids_truncated: bool
     states: int = 0
     """Person states deleted (``erase(person=...)`` alone deletes the person's state)."""
+    copies: list[Copy] = []
+    """Later events repeating the erased text (none for ``everything=True``): erased too
+    (and counted in ``events``) with ``include_copies=True``, else left as they are."""
+
+
+EvictionSkipReason = Literal["not_found", "not_derived", "already_evicted", "not_before"]
+"""Why ``Scope.evict`` left an event as it was: ``not_found`` (no such event in the scope),
+``not_derived`` (its memories are not derived yet: pending, stored or failed),
+``already_evicted``, ``not_before`` (it did not occur before ``before``)."""
+
+
+class EvictionSkip(Record):
+    """An event ``Scope.evict`` was asked for and left as it was, and why."""
+
+    event_id: str
+    reason: EvictionSkipReason
+
+
+class Eviction(Record):
+    """What ``Scope.evict`` let go (or, with ``dry_run``, would let go): the raw text of
+    derived events, whose rows, memories and quotes stay."""
+
+    persona: str
+    project: str
+    dry_run: bool
+    evicted: int
+    """Events whose raw text went (or would go)."""
+    events: list[str]
+    """Their IDs, the first ``1,000`` (``ids_truncated`` when there are more)."""
+    skipped: list[EvictionSkip]
+    """Events named in ``event_ids`` that were left as they were, the first ``1,000``."""
+    chars: int
+    """Characters of raw text let go."""
+    text_bytes: int
+    """UTF-8 bytes of raw text let go (the scope's ``Capacity.text_bytes`` drops by it)."""
+    search_rows: int
+    vectors: int
+    batches: int
+    """Write transactions it took (0 for a dry run or when nothing was evicted)."""
+    ids_truncated: bool = False
 
 
 # --- tiers: consolidation and compaction -------------------------------------------------
@@ -493,6 +577,9 @@ class TurnEnd(Record):
     """``compact_working`` of the session (when ``compact_keep`` is given), run first."""
     consolidation: Consolidation | None
     """``consolidate`` of the scope (when ``consolidate``)."""
+    run: ConsolidationRun | None = None
+    """A consolidation run of the session prepared for the host's model, every
+    ``prepare_every`` turns (``Scope.prepare_consolidation``)."""
 
 
 class TombstoneImport(Record):
@@ -518,6 +605,183 @@ class Relation(Record):
     project: str
     note: str | None
     created_at: datetime
+
+
+GraphNodeType = Literal["memory", "event", "person", "session"]
+GraphEdgeKind = Literal[
+    "derived_from",
+    "corrects",
+    "related",
+    "merged_into",
+    "supersedes",
+    "about",
+    "belongs_to",
+    "in_session",
+]
+"""``derived_from``: a memory to its source event; ``corrects``, ``related``,
+``merged_into``, ``supersedes``: relations between memories (``Relation``); ``about``: a
+memory to a person it is about; ``belongs_to``: an event to the person whose relationship
+it belongs to; ``in_session``: an event to its session."""
+SeedKind = Literal["memory", "event", "person", "query", "recent"]
+"""What a graph's seed was taken as: an ID, a person (ID or name), a query (the best items
+of fast recall), or, with no seed, the scope's pinned and newest current memories."""
+
+
+class GraphNode(Record):
+    """A node of a ``MemoryGraph``: a memory, an event, a person or a session."""
+
+    id: str
+    """The memory, event or person ID; a session's name after ``session:``."""
+    type: GraphNodeType
+    label: str
+    """A memory's text, an event's role and first words, a person's display name, a
+    session's name; clipped to ``GRAPH_LABEL_CHARS``."""
+    hop: int
+    """Links from the nearest seed (0: a seed)."""
+    kind: MemoryKind | None = None
+    """A memory's kind."""
+    tier: MemoryTier | None = None
+    """A memory's tier."""
+    status: str | None = None
+    """A memory's ``current``, ``ended`` (its fact's interval closed) or ``revoked``; an
+    event's status (``Event.status``)."""
+    current: bool | None = None
+    """For a memory: it stands now (neither revoked nor ended)."""
+    role: Role | None = None
+    """An event's role."""
+    at: datetime | None = None
+    """When a memory was stored, an event happened, a person was last changed, or a
+    session's newest event happened: the recency the graph is ordered by."""
+
+
+class GraphEdge(Record):
+    """A directed link between two nodes of a ``MemoryGraph``."""
+
+    from_id: str
+    to_id: str
+    kind: GraphEdgeKind
+    note: str | None = None
+    """A relation's note (a correction's reason)."""
+
+
+class GraphCoverage(Record):
+    """What a bounded ``MemoryGraph`` shows and what it left out."""
+
+    nodes_shown: int
+    edges_shown: int
+    nodes_left_out: int
+    """Nodes found linked to shown ones but not shown (``max_nodes``)."""
+    edges_left_out: int
+    """Links found but not shown: over ``max_edges``, or to a node left out."""
+    depth_reached: int
+    """The largest ``hop`` shown."""
+    truncated: bool
+    """Something was left out: the counts above, or what ``at_least`` says."""
+    at_least: bool
+    """The counts left out are lower bounds: a node had more links than were read, or the
+    walk stopped once nodes and edges were both full."""
+
+
+class MemoryGraph(Record):
+    """What ``Scope.graph`` returns: nodes around a seed, the edges between them,
+    breadth first and bounded, and ``coverage`` saying what was left out."""
+
+    persona: str
+    project: str
+    seed: str | None
+    """The seed as given."""
+    seeded_by: SeedKind
+    seeds: list[str]
+    """The nodes the walk started from (``hop`` 0)."""
+    depth: int
+    nodes: list[GraphNode]
+    """Seeds first, then by hop, then newest first."""
+    edges: list[GraphEdge]
+    coverage: GraphCoverage
+
+
+class RunEvent(Record):
+    """One source event of a consolidation run, frozen at prepare: ``text`` is the page
+    ``offset`` to ``end`` of the event's ``total`` characters (an oversized event is paged
+    over several runs). ``text`` is None once the run is applied, invalidated or scrubbed."""
+
+    id: str
+    seq: int
+    role: Role
+    session: str | None
+    person: str | None
+    occurred_at: datetime
+    offset: int
+    end: int
+    total: int
+    text: str | None
+
+
+class RunMemory(Record):
+    """A current memory a consolidation run's sources touch, frozen at prepare with its
+    ``version``: a patch that changes it applies only while the version still holds."""
+
+    id: str
+    event_id: str
+    text: str | None
+    kind: MemoryKind
+    basis: Basis
+    subject: str | None
+    fact_key: str | None
+    tier: MemoryTier
+    person: str | None
+    valid_at: datetime
+    invalid_at: datetime | None
+    version: str
+
+
+class RunInput(Record):
+    """A consolidation run's frozen input: the events since the session's last applied run
+    (at most ``max_chars`` of their text) and the memories they touch. ``more`` is true when
+    further events wait for the next run."""
+
+    events: list[RunEvent]
+    memories: list[RunMemory]
+    max_chars: int
+    more: bool
+
+
+class AppliedEntry(Record):
+    """What one patch entry did: ``memory_id`` is the memory it made (add, summarise, a
+    merge with new text) or kept (a merge's survivor); ``ids`` the memories it changed."""
+
+    op: PatchOp
+    memory_id: str | None = None
+    ids: list[str] = []
+
+
+class ConsolidationResult(Record):
+    """What ``apply_consolidation`` did, entry by entry; ``duplicate`` is true when the same
+    patch had been applied to the run before (nothing was done again)."""
+
+    run_id: str
+    duplicate: bool = False
+    entries: list[AppliedEntry]
+    evicted: list[str] = []
+
+
+class ConsolidationRun(Record):
+    """A durable consolidation run (``Scope.prepare_consolidation``): ``prepared`` until a
+    patch is applied (``applied``); ``failed`` when a memory of its input changed before
+    the patch came (prepare again); ``invalidated`` when one of its sources was erased.
+    ``candidate`` and ``error`` keep the host's last rejected patch (``record_attempt``)."""
+
+    id: str
+    persona: str
+    project: str
+    session: str | None
+    status: RunStatus
+    input: RunInput
+    candidate: Any = None
+    error: Any = None
+    result: ConsolidationResult | None = None
+    created_at: datetime
+    updated_at: datetime
 
 
 class Checkpoint(Record):
@@ -574,7 +838,8 @@ class Status(Record):
     default_project: str
     schema_version: int
     events: dict[str, int]
-    """Events of the scope by status (``stored``, ``pending``, ``extracted``, ...)."""
+    """Events of the scope by status (``stored``, ``pending``, ``extracted``, ...,
+    ``evicted``)."""
     memories: int
     """Current (unrevoked) memories of the scope."""
     revoked: int

@@ -358,9 +358,30 @@ async def cancelled_after(ticks: int, call: Callable[[], Awaitable[T]]) -> list[
     return finished
 
 
+def undo_v12(conn: sqlite3.Connection) -> None:
+    """Take back schema v12: the consolidation tables and ``events.evicted_at`` go, and
+    ``relations`` keeps its two first kinds."""
+    for table in ("consolidation_sources", "consolidation_runs"):
+        conn.execute(f"drop table {table}")
+    conn.execute("alter table events drop column evicted_at")
+    conn.execute("delete from relations where kind not in ('related', 'corrects')")
+    conn.execute("alter table relations rename to relations_v12")
+    conn.execute(
+        "create table relations (from_id text not null references memories (id)"
+        " on delete cascade, to_id text not null references memories (id) on delete cascade,"
+        " kind text not null check (kind in ('related', 'corrects')), persona text not null,"
+        " project text not null, note text, created_at text not null,"
+        " primary key (from_id, to_id, kind)) without rowid"
+    )
+    conn.execute("insert into relations select * from relations_v12")
+    conn.execute("drop table relations_v12")
+    conn.execute("create index relations_by_target on relations (to_id)")
+
+
 def undo_v11(conn: sqlite3.Connection) -> None:
-    """Take back schema v11: the people tables, and the person columns with their indexes,
-    go."""
+    """Take back schema v11, and v12 after it: the people tables, and the person columns
+    with their indexes, go."""
+    undo_v12(conn)
     for table in ("states", "assignments", "person_names", "people"):
         conn.execute(f"drop table {table}")
     for name in ("events_by_person", "memories_by_person"):

@@ -133,7 +133,7 @@ async def test_a_file_from_schema_6_is_counted_when_it_migrates(db_path: Path) -
         conn.commit()
     async with amem.open(db_path) as mem:
         migrated = (await mem.scope("p", "q").status()).capacity
-    assert value(db_path, "pragma user_version") == SCHEMA_VERSION == 11
+    assert value(db_path, "pragma user_version") == SCHEMA_VERSION == 12
     counted = {"events", "memories", "text_bytes", "index_bytes"}
     assert migrated.model_dump(include=counted) == expected.model_dump(include=counted)
 

@@ -121,6 +121,7 @@ def test_every_spec_cli_command_exists() -> None:
     beyond |= {"remember"}  # a memory from a shell in one step (issue 30)
     beyond |= {"claude-code-hook", "claude-code-capture"}  # Claude Code capture (issue 18)
     beyond |= {"pin", "consolidate", "compact-working"}  # tiers (issue 17)
+    beyond |= {"evict"}  # natural eviction, Scope.evict of SPEC §11 (issue 32)
     assert spec | beyond == set(subcommands(build_parser()))
 
 

@@ -46,6 +46,9 @@ SPEC_REQUIRED: dict[str, set[str]] = {
     "memory_delete": set(),
     "memory_retract": {"memory_id"},
     "memory_relate": {"from_id", "to_id"},
+    "memory_graph": set(),
+    "consolidation_prepare": set(),
+    "consolidation_apply": {"run_id", "patch"},
     "checkpoint_save": {"session", "goal"},
     "session_resume": {"session"},
     "persona_get": set(),
@@ -360,6 +363,21 @@ async def test_every_tool_in_a_bilingual_flow(
         assert tea_id in ids
         assert book_id in ids
 
+        # the graph around a memory: its message, that message's session, the linked memory
+        graph = await ok(s, "memory_graph", seed=tea_id, depth=2, max_nodes=5)
+        assert (graph["seeded_by"], graph["seeds"]) == ("memory", [tea_id])
+        edges = {(e["from_id"], e["kind"], e["to_id"]) for e in graph["edges"]}
+        assert {
+            (tea_id, "derived_from", "en-1"),
+            ("en-1", "in_session", "session:chat-1"),
+            (tea_id, "related", book_id),
+        } <= edges
+        assert len(graph["nodes"]) == 5
+        assert graph["coverage"]["truncated"] is True
+        graph = await ok(s, "memory_graph", seed="三体")  # a query: fast recall's best
+        assert graph["seeded_by"] == "query"
+        assert book_id in graph["seeds"]
+
         # checkpoint and resume
         saved = await ok(
             s,
@@ -531,6 +549,8 @@ async def test_errors_are_stable_codes_that_echo_nothing(
             ("memory_read", {"offset": 3}, "invalid_input"),
             ("memory_correct", {"memory_id": mine}, "invalid_input"),
             ("memory_relate", {"from_id": mine}, "invalid_input"),
+            ("memory_graph", {"depth": 4, "seed": MARKER}, "invalid_input"),
+            ("memory_graph", {"max_nodes": MARKER}, "invalid_input"),
             ("checkpoint_save", {"session": "s-1"}, "invalid_input"),
             ("session_resume", {"query": "tea"}, "invalid_input"),
             ("memory_delete", {}, "invalid_input"),
@@ -905,6 +925,7 @@ async def test_recall_items_are_compact_and_explain_shows_every_field(
     assert "occurred_at" in raw
     for item, whole in zip(explained["items"], full.items, strict=True):
         assert item["source_event_id"] == whole.source_event_id
+        assert item["via"] == whole.via == ["lexical"]  # what brought it in: its words
         assert set(item["components"]) >= {"lexical", "semantic", "basis", "freshness"}
         for part in item["components"].values():
             assert part == float(f"{part:.3g}")  # 3 significant digits

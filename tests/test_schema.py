@@ -41,7 +41,7 @@ def make_old_database(path: Path, version: int) -> None:
 async def test_a_new_file_is_at_the_current_version_in_wal_mode(db_path: Path) -> None:
     async with amem.open(db_path):
         assert value(db_path, "pragma journal_mode") == "wal"
-    assert value(db_path, "pragma user_version") == SCHEMA_VERSION == 11
+    assert value(db_path, "pragma user_version") == SCHEMA_VERSION == 12
     tables = {
         "events",
         "personas",

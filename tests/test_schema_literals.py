@@ -18,17 +18,19 @@ from amem.models import (
     Basis,
     Category,
     DocKind,
-    EventStatus,
     MemoryKind,
     MemoryTier,
     RelationKind,
     Role,
+    RunStatus,
+    StoredStatus,
 )
 
 LITERALS: dict[tuple[str, str], Any] = {
     ("events", "role"): Role,
     ("events", "category"): Category,
-    ("events", "status"): EventStatus,
+    ("events", "status"): StoredStatus,
+    ("consolidation_runs", "status"): RunStatus,
     ("memories", "kind"): MemoryKind,
     ("memories", "basis"): Basis,
     ("memories", "tier"): MemoryTier,

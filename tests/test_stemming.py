@@ -198,7 +198,7 @@ async def test_an_older_file_is_reindexed_with_stems_on_open(
             assert (await found(scope, "drinks"))[0] == "drink"
             report = await mem.doctor()
     assert report.ok, report
-    assert value(db_path, "pragma user_version") == SCHEMA_VERSION == 11
+    assert value(db_path, "pragma user_version") == SCHEMA_VERSION == 12
     assert progress == [(documents, documents)]
     messages = [r.getMessage() for r in caplog.records if r.name == "amem"]
     assert any(

@@ -191,7 +191,7 @@ async def test_a_v7_file_migrates_with_each_kind_in_its_default_tier(db_path: Pa
         migrated |= {r.id: r for r in (await scope.read(episode.event_id)).memories}
         working = await note(scope, "scratch after the upgrade")
         listed = await scope.list(tier="working")
-    assert rows(db_path, "pragma user_version") == [(SCHEMA_VERSION,)] == [(11,)]
+    assert rows(db_path, "pragma user_version") == [(SCHEMA_VERSION,)] == [(12,)]
     assert migrated[fact.id].tier == "profile"
     assert migrated[episode.id].tier == "episodic"
     assert all(not r.pinned and r.expires_at is None for r in migrated.values())

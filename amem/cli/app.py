@@ -39,7 +39,7 @@ from .common import Command, common_options
 COMMANDS: tuple[Callable[[Command], None], ...] = (
     serve.add_commands,  # serve
     demo.add_commands,  # demo
-    events.add_commands,  # submit, remember, recall, read, correct, retract, delete, erase
+    events.add_commands,  # submit, remember, recall, read, correct, retract, delete, erase, evict
     personas.add_commands,  # persona show|set|history|rollback
     people.add_commands,  # people [list|add|find|assign|remove]
     ingest.add_commands,  # reindex, retry, host-ingest

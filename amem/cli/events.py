@@ -1,6 +1,7 @@
 """``submit``, ``remember``, ``recall`` and ``read``: store a message (``remember``: with one
 memory quoting it), search, read the evidence; and the ways to forget: ``correct``,
-``retract`` one memory, ``delete`` one message, ``erase`` many."""
+``retract`` one memory, ``delete`` one message, ``erase`` many; ``evict`` lets the raw text
+of derived events go, their memories kept."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from .people import add_person_option, optional_person
 from .show import (
     LINE_CHARS,
     PREVIEW_ITEMS,
+    copy_lines,
     erased_event,
     erased_memory,
     filed_under,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
         Deletion,
         Erasure,
         EventReceipt,
+        Eviction,
         Evidence,
         MemoryRecord,
         RecallResult,
@@ -203,6 +206,7 @@ def add_commands(command: Command) -> None:
     target.add_argument(
         "--memory", dest="memory_id", metavar="ID", help="erase the event this memory came from"
     )
+    add_copies_option(delete)
     add_confirmation(delete, "erase")
 
     erase = command(
@@ -229,7 +233,29 @@ def add_commands(command: Command) -> None:
     erase.add_argument(
         "--tombstones-from", metavar="ARCHIVE", type=Path, help="apply an archive's tombstones"
     )
+    add_copies_option(erase)
     add_confirmation(erase, "erase")
+
+    evict = command(
+        "evict",
+        run_evict,
+        "drop the raw text of derived events, keep their memories (a preview unless --yes)",
+        (
+            "Drop the raw text of events whose memories are derived (status extracted or "
+            "amended), keeping the events' rows, their memories and the memories' quotes: "
+            "recall and context packs keep working on the memories, the events show status "
+            "'evicted' and no text, and the scope's text bytes drop (the words leave the "
+            "file once the writer is idle). Events not derived yet are never evicted; named "
+            "ones are listed as skipped, with the reason. Select events by ID, by --before, "
+            "or both (both must hold). Without --yes it is a preview: it lists what would "
+            "go and changes nothing. Resubmitting an evicted event's ID brings nothing back."
+        ),
+    )
+    evict.add_argument("event_ids", metavar="ID", nargs="*", help="an event to evict")
+    evict.add_argument(
+        "--before", metavar="TIME", help="derived events that occurred before TIME (or a date)"
+    )
+    add_confirmation(evict, "evict")
 
 
 async def submit_event(args: argparse.Namespace, _: Memory, scope: Scope) -> EventReceipt:
@@ -358,13 +384,24 @@ def retraction_line(done: Retraction) -> str:
     )
 
 
+def add_copies_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--include-copies",
+        action="store_true",
+        help="also erase later events that repeat the erased text (the copies a preview lists)",
+    )
+
+
 async def run_delete(args: argparse.Namespace) -> int:
     async with opened(args) as (_, scope):
         done = await scope.delete(
-            event_id=args.event_id, memory_id=args.memory_id, dry_run=not args.yes
+            event_id=args.event_id,
+            memory_id=args.memory_id,
+            dry_run=not args.yes,
+            include_copies=args.include_copies,
         )
         said = await previewed(args, scope, done.event_ids, done.memory_ids, done.dry_run)
-    show(args, done, deletion_lines(done, said, args.memory_id))
+    show(args, done, deletion_lines(done, said, args.memory_id, args.include_copies))
     return 0
 
 
@@ -400,7 +437,9 @@ async def previewed(
     return said
 
 
-def deletion_lines(done: Deletion, said: dict[str, str], memory_id: str | None) -> str:
+def deletion_lines(
+    done: Deletion, said: dict[str, str], memory_id: str | None, included: bool = False
+) -> str:
     if done.dry_run and memory_id is not None and done.event_ids:
         head = [
             f"memory {memory_id} came from event {done.event_ids[0]}: deleting it erases that "
@@ -423,6 +462,7 @@ def deletion_lines(done: Deletion, said: dict[str, str], memory_id: str | None) 
             len(done.memory_ids),
             said if done.dry_run else None,
         ),
+        *copy_lines(done.copies, included=included, dry_run=done.dry_run),
     ]
     return "\n".join([*lines, *dry_run_note(done.dry_run, "; add --yes to delete")])
 
@@ -433,9 +473,12 @@ async def run_erase(args: argparse.Namespace) -> int:
         async with opened(args) as (memory, scope):
             erased = await erase_events(args, memory, scope)
             said = await previewed(args, scope, erased.event_ids, erased.memory_ids, erased.dry_run)
-        show(args, erased, "\n".join([*erasure_lines(erased, said), *yes_note(erased.dry_run)]))
+        lines = erasure_lines(erased, said, included=args.include_copies)
+        show(args, erased, "\n".join([*lines, *yes_note(erased.dry_run)]))
     elif args.everything or any(value is not None for value in selectors):
         raise InvalidInput("--tombstones-from takes no other selector")
+    elif args.include_copies:
+        raise InvalidInput("--include-copies goes with a selector, not --tombstones-from")
     else:
         async with opened(args) as (memory, _):
             applied = await memory.import_tombstones(args.tombstones_from, dry_run=not args.yes)
@@ -445,6 +488,29 @@ async def run_erase(args: argparse.Namespace) -> int:
                 said |= await previewed(args, where, e.event_ids, e.memory_ids, e.dry_run)
         show(args, applied, tombstone_lines(applied, said))
     return 0
+
+
+async def run_evict(args: argparse.Namespace) -> int:
+    async with opened(args) as (_, scope):
+        done = await scope.evict(args.event_ids or None, before=args.before, dry_run=not args.yes)
+    show(args, done, eviction_lines(done))
+    return 0
+
+
+def eviction_lines(e: Eviction) -> str:
+    """What an eviction let go (or would), the first ``PREVIEW_ITEMS`` events listed, and
+    every skipped one with its reason."""
+    verb = "would evict" if e.dry_run else "evicted"
+    lines = [
+        f"{e.persona}/{e.project}: {verb} the raw text of {e.evicted} events "
+        f"({e.chars:,} characters, {e.text_bytes:,} bytes; {e.search_rows} search rows, "
+        f"{e.vectors} vectors); their memories stay"
+    ]
+    lines += [f"  event {event_id}" for event_id in e.events[:PREVIEW_ITEMS]]
+    if e.evicted > PREVIEW_ITEMS:
+        lines.append(f"  and {e.evicted - PREVIEW_ITEMS:,} more events")
+    lines += [f"  skipped {skip.event_id}: {skip.reason}" for skip in e.skipped]
+    return "\n".join([*lines, *dry_run_note(e.dry_run, "; add --yes to evict")])
 
 
 async def erase_events(args: argparse.Namespace, _: Memory, scope: Scope) -> Erasure:
@@ -458,6 +524,7 @@ async def erase_events(args: argparse.Namespace, _: Memory, scope: Scope) -> Era
         everything=args.everything,
         dry_run=not args.yes,
         progress=progress("erase"),
+        include_copies=args.include_copies,
     )
 
 
@@ -468,11 +535,14 @@ def tombstone_lines(applied: TombstoneImport, said: dict[str, str]) -> str:
     return "\n".join([*lines, *yes_note(applied.dry_run)])
 
 
-def erasure_lines(e: Erasure, said: dict[str, str]) -> list[str]:
-    """What an erasure took, or would take: with the preview's list (``preview_lines``)."""
+def erasure_lines(e: Erasure, said: dict[str, str], *, included: bool = False) -> list[str]:
+    """What an erasure took, or would take: with the preview's list (``preview_lines``),
+    then its copies (``copy_lines``; ``included``: erased too)."""
+    copies = copy_lines(e.copies, included=included, dry_run=e.dry_run)
     if not e.dry_run:
-        return [erasure_line(e)]
-    return [erasure_line(e), *preview_lines(e.event_ids, e.events, e.memory_ids, e.memories, said)]
+        return [erasure_line(e), *copies]
+    listed = preview_lines(e.event_ids, e.events, e.memory_ids, e.memories, said)
+    return [erasure_line(e), *listed, *copies]
 
 
 def erasure_line(e: Erasure) -> str:

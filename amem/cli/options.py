@@ -47,7 +47,7 @@ def only_reads(args: argparse.Namespace) -> bool:
         return True
     if command == "limits":
         return not (args.clear or args.max_events is not None or args.max_text_bytes is not None)
-    if command in ("delete", "erase", "consolidate"):
+    if command in ("delete", "erase", "evict", "consolidate"):
         return not args.yes
     return command in READ_ONLY_COMMANDS
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..models import (
         Capacity,
+        Copy,
         Evidence,
         ListedEvent,
         ListedMemory,
@@ -185,4 +186,25 @@ def preview_lines(
             lines.append(f"  {label} {item}  {shown}".rstrip())
         if total > PREVIEW_ITEMS:
             lines.append(f"  and {total - PREVIEW_ITEMS:,} more {label.strip()}s")
+    return lines
+
+
+def copy_lines(copies: list[Copy], *, included: bool, dry_run: bool) -> list[str]:
+    """The later events repeating the erased text (``copies``): whether they go too
+    (``included``) or stay, then the first ``PREVIEW_ITEMS``, each with its ID, role, the
+    repeated text (``one_line``) and the event it repeats."""
+    if not copies:
+        return []
+    if included:
+        fate = "would be erased too" if dry_run else "erased too"
+    else:
+        fate = "would stay" if dry_run else "left as they are"
+        fate += "; --include-copies erases them too"
+    some = "1 later event repeats" if len(copies) == 1 else f"{len(copies)} later events repeat"
+    lines = [f"{some} the erased text (copies; {fate}):"]
+    for copy in copies[:PREVIEW_ITEMS]:
+        said = f"{copy.role}: {one_line(copy.match)}"
+        lines.append(f"  copy   {copy.event_id}  {said}  (of {copy.of})")
+    if len(copies) > PREVIEW_ITEMS:
+        lines.append(f"  and {len(copies) - PREVIEW_ITEMS:,} more copies")
     return lines

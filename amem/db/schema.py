@@ -35,6 +35,7 @@ v9  ``index_removals``: how many search documents have ever left the index or ch
     readers keep their counts between queries (``recall.lexical.TermCounts``)
 v10 ``temp_files`` and ``scrubs`` (below)
 v11 people: a registry per scope, who each event and memory belongs to, states (below)
+v12 consolidation runs, eviction, lineage kinds (below)
 
 Each migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
 after taking the write lock, so processes that start at the same time on a new file
@@ -52,7 +53,7 @@ from pathlib import Path
 from ..errors import StorageError
 from .drivers import open_sqlite
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 V1 = (
     """
@@ -521,6 +522,67 @@ same), ``memories.about`` the people a memory is about (a JSON list of IDs);
 ``assignments`` records every move of an event between people; ``states`` holds the
 scope's own state (``person = ''``) and each person's, versioned for compare-and-set."""
 
+V12 = (
+    "alter table events add column evicted_at text",
+    """
+    create table relations_v12 (
+        from_id text not null references memories (id) on delete cascade,
+        to_id text not null references memories (id) on delete cascade,
+        kind text not null check (kind in ('related', 'corrects', 'merged_into', 'supersedes')),
+        persona text not null,
+        project text not null,
+        note text,
+        created_at text not null,
+        primary key (from_id, to_id, kind)
+    ) without rowid
+    """,
+    "insert into relations_v12 select from_id, to_id, kind, persona, project, note, created_at"
+    " from relations",
+    "drop table relations",
+    "alter table relations_v12 rename to relations",
+    "create index relations_by_target on relations (to_id)",
+    """
+    create table consolidation_runs (
+        num integer primary key autoincrement,
+        id text not null unique,
+        persona text not null,
+        project text not null,
+        session text,
+        status text not null
+            check (status in ('prepared', 'applied', 'failed', 'invalidated')),
+        input text not null,
+        candidate text,
+        error text,
+        result text,
+        digest text,
+        next_seq integer not null,
+        next_offset integer not null,
+        created_at text not null,
+        updated_at text not null
+    )
+    """,
+    """
+    create index consolidation_runs_by_scope
+    on consolidation_runs (persona, project, session, status, num)
+    """,
+    """
+    create table consolidation_sources (
+        run_id text not null references consolidation_runs (id) on delete cascade,
+        event_id text not null,
+        primary key (run_id, event_id)
+    ) without rowid
+    """,
+    "create index consolidation_sources_by_event on consolidation_sources (event_id)",
+)
+"""Consolidation (seed 001): ``events.evicted_at`` marks an event whose raw text was let go
+after its memories were derived (the text is emptied, the row and its memories stay);
+``relations`` is rebuilt with two more kinds, ``merged_into`` (a duplicate merged into the
+survivor) and ``supersedes`` (a successor that closed a fact's interval);
+``consolidation_runs`` holds each run's frozen input, the host's last rejected candidate
+and its error, and the applied patch's digest and result, with the position the next run
+of the same session starts from; ``consolidation_sources`` lists the events each run
+froze, so erasing one finds the runs to invalidate and scrub."""
+
 MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (1, V1),
     (2, V2),
@@ -533,6 +595,7 @@ MIGRATIONS: tuple[tuple[int, Sequence[str]], ...] = (
     (9, V9),
     (10, V10),
     (11, V11),
+    (12, V12),
 )
 """Each version and its statements; a version in ``RETOKENIZED`` also rebuilds the index."""
 RETOKENIZED = frozenset({5})

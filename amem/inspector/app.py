@@ -10,6 +10,7 @@ Routes (every one takes ``persona`` and ``project`` but ``/``; pages take ``limi
 /search   fast recall (``q``, ``as_of``, ``history``, ``page``) with score components
 /memory   one memory (``id``): its fields and its corrections and relations as a graph
 /event    one event (``id``): its text a page at a time (``offset``), its memories
+/graph    the scope's graph around a seed (``seed``, ``depth``), as ``Scope.graph`` reads it
 
 ``/scope`` and ``/events`` take ``person`` (a person ID of the registry): only that
 person's events, and the memories derived from them or about them.
@@ -40,9 +41,18 @@ from ..config import Settings
 from ..db.times import db_time, utc_now
 from ..errors import AmemError, InvalidInput, NotFound
 from ..inputs import parse_time, require_name, require_text
-from ..limits import DEFAULT_READ_CHARS, MAX_QUERY_CHARS, MAX_RECALL_LIMIT
-from ..recall import recall_memories
+from ..limits import (
+    DEFAULT_GRAPH_DEPTH,
+    DEFAULT_GRAPH_EDGES,
+    DEFAULT_GRAPH_NODES,
+    DEFAULT_READ_CHARS,
+    MAX_GRAPH_DEPTH,
+    MAX_QUERY_CHARS,
+    MAX_RECALL_LIMIT,
+)
+from ..recall import recall_memories, recalled_refs
 from ..recall.query import RecallQuery
+from ..store.graph import SEED_ITEMS, memory_graph
 from . import html, queries
 from .graph import Graph, neighbourhood
 from .source import read
@@ -116,17 +126,9 @@ def create_app(path: Path, settings: Settings) -> Starlette:
             shown = page * size
             if shown > MAX_RECALL_LIMIT:
                 raise InvalidInput(f"page times limit must be at most {MAX_RECALL_LIMIT}")
-            query = RecallQuery(
-                persona=persona,
-                project=project,
-                query=require_text(text, "q", max_chars=MAX_QUERY_CHARS),
-                limit=shown + 1,  # one more tells whether another page follows
-                as_of=as_of,
-                include_history=history,
-                half_life_days=settings.freshness_half_life_days,
-                fade_after_days=settings.fade_after_days,
-                coarsen_after_days=settings.coarsen_after_days,
-            )
+            text = require_text(text, "q", max_chars=MAX_QUERY_CHARS)
+            # one more tells whether another page follows
+            query = recall_query(persona, project, text, shown + 1, as_of, history)
             found = (await reading(recall_memories, query)).items
             more = len(found) > shown and shown < MAX_RECALL_LIMIT
             items = found[shown - size : shown]
@@ -145,12 +147,56 @@ def create_app(path: Path, settings: Settings) -> Starlette:
         )
         return page_response(body)
 
+    def recall_query(
+        persona: str,
+        project: str,
+        text: str,
+        limit: int,
+        as_of: datetime,
+        history: bool = False,
+    ) -> RecallQuery:
+        """Fast recall's request, with the settings' freshness and fading knobs."""
+        return RecallQuery(
+            persona=persona,
+            project=project,
+            query=text,
+            limit=limit,
+            as_of=as_of,
+            include_history=history,
+            half_life_days=settings.freshness_half_life_days,
+            fade_after_days=settings.fade_after_days,
+            coarsen_after_days=settings.coarsen_after_days,
+        )
+
     async def memory(request: Request) -> Response:
         persona, project = scope_of(request)
         memory_id = require_name(request.query_params.get("id"), "id")
         now = db_time(utc_now())
         detail, graph = await reading(memory_and_links, persona, project, memory_id, now)
         return page_response(html.memory(detail, graph, path=str(path)))
+
+    async def scope_graph(request: Request) -> Response:
+        persona, project = scope_of(request)
+        seed = optional(request, "seed")
+        depth = number(request, "depth", 0, MAX_GRAPH_DEPTH, default=DEFAULT_GRAPH_DEPTH)
+        query = None
+        if seed is not None:
+            seed = require_text(seed, "seed", max_chars=MAX_QUERY_CHARS)
+            found_by = recall_query(persona, project, seed, SEED_ITEMS, utc_now())
+            query = functools.partial(recalled_refs, q=found_by)
+        found = await reading(
+            memory_graph,
+            persona,
+            project,
+            seed=seed,
+            query=query,
+            depth=depth,
+            max_nodes=DEFAULT_GRAPH_NODES,
+            max_edges=DEFAULT_GRAPH_EDGES,
+            now=db_time(utc_now()),
+        )
+        body = html.graph(persona, project, found, path=str(path), seed=seed or "", depth=depth)
+        return page_response(body)
 
     async def event(request: Request) -> Response:
         persona, project = scope_of(request)
@@ -178,6 +224,7 @@ def create_app(path: Path, settings: Settings) -> Starlette:
         Route("/search", search, methods=["GET"]),
         Route("/memory", memory, methods=["GET"]),
         Route("/event", event, methods=["GET"]),
+        Route("/graph", scope_graph, methods=["GET"]),
     ]
     return Starlette(
         routes=routes,

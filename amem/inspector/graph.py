@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from html import escape
 from urllib.parse import urlencode
 
+from ..models import GraphNode, MemoryGraph
+
 MAX_NODES = 12
 LINKS_PER_NODE = 100
 LINKS = """
@@ -110,13 +112,7 @@ def svg(graph: Graph, persona: str, project: str) -> str:
             centre[0] + RADIUS * math.cos(angle),
             centre[1] + RADIUS * math.sin(angle),
         )
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" aria-label="links of this memory">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" '
-        'markerWidth="8" markerHeight="8" orient="auto-start-reverse">'
-        '<path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
-    ]
+    parts = [svg_start(WIDTH, HEIGHT, "links of this memory")]
     for link in graph.links:
         parts.append(edge(places[link.from_id], places[link.to_id], link.kind))
     for n, node in enumerate(graph.nodes):
@@ -125,11 +121,34 @@ def svg(graph: Graph, persona: str, project: str) -> str:
     return "".join(parts)
 
 
+def svg_start(width: float, height: float, label: str) -> str:
+    """An ``<svg>`` element's start, with the arrow head lines may end in."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width:.0f}" '
+        f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
+        f'aria-label="{escape(label)}">'
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" '
+        'markerWidth="8" markerHeight="8" orient="auto-start-reverse">'
+        '<path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>'
+    )
+
+
+ARROWS = frozenset(("corrects", "merged_into", "supersedes"))
+"""Links drawn as an arrow (lineage, from the newer memory); ``related`` is dashed, the
+rest (a memory's source, a message's session and person, whom a memory is about) thin."""
+
+
 def edge(start: tuple[float, float], end: tuple[float, float], kind: str) -> str:
     (x1, y1), (x2, y2) = start, end
     length = math.hypot(x2 - x1, y2 - y1) or 1.0
     dx, dy = (x2 - x1) / length * NODE_RADIUS, (y2 - y1) / length * NODE_RADIUS
-    style = 'marker-end="url(#arrow)"' if kind == "corrects" else 'stroke-dasharray="6 4"'
+    style = (
+        'marker-end="url(#arrow)"'
+        if kind in ARROWS
+        else 'stroke-dasharray="6 4"'
+        if kind == "related"
+        else 'stroke-opacity="0.5"'
+    )
     return (
         f'<line x1="{x1 + dx:.1f}" y1="{y1 + dy:.1f}" x2="{x2 - dx:.1f}" y2="{y2 - dy:.1f}" '
         f'stroke="#555" stroke-width="1.5" {style}><title>{kind}</title></line>'
@@ -139,7 +158,6 @@ def edge(start: tuple[float, float], end: tuple[float, float], kind: str) -> str
 def vertex(
     node: Node, place: tuple[float, float], persona: str, project: str, *, centre: bool
 ) -> str:
-    x, y = place
     fill = (
         "#bbb"
         if node.revoked
@@ -149,12 +167,71 @@ def vertex(
         if node.expired
         else "#6fa8dc"
     )
-    label = node.text if len(node.text) <= LABEL_CHARS else node.text[: LABEL_CHARS - 1] + "…"
     href = "/memory?" + urlencode({"persona": persona, "project": project, "id": node.id})
     state = " (revoked)" if node.revoked else " (expired)" if node.expired else ""
-    return (
-        f'<a href="{escape(href)}"><title>{escape(node.kind + state + ": " + node.text)}</title>'
+    return circle(place, fill, href, node.kind + state + ": " + node.text, node.text)
+
+
+def circle(place: tuple[float, float], fill: str, href: str | None, title: str, text: str) -> str:
+    """A node: a circle with its label below it and ``title`` on hover, a link to ``href``
+    (none when None). Every text is escaped here."""
+    x, y = place
+    label = text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+    drawn = (
+        f"<title>{escape(title)}</title>"
         f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{NODE_RADIUS}" fill="{fill}" stroke="#333"/>'
         f'<text x="{x:.1f}" y="{y + NODE_RADIUS + 14:.1f}" text-anchor="middle" '
-        f'font-size="12">{escape(label)}</text></a>'
+        f'font-size="12">{escape(label)}</text>'
     )
+    return f"<g>{drawn}</g>" if href is None else f'<a href="{escape(href)}">{drawn}</a>'
+
+
+# --- a scope's graph around a seed (``store.graph``, the ``/graph`` page) -----------------
+
+COLUMN, ROW, MARGIN = 230, 58, 40
+FILLS = {"memory": "#6fa8dc", "event": "#9fd39f", "person": "#f4b6c2", "session": "#ddd"}
+"""A node's fill by type; a seed is orange, a revoked memory grey, an ended one lilac."""
+
+
+def layered_svg(graph: MemoryGraph, persona: str, project: str) -> str:
+    """A ``MemoryGraph`` as an inline ``<svg>``, one column per hop: the seeds on the left,
+    each further hop to the right, newest at the top. Memories and events link to their
+    pages, people to the graph around them."""
+    columns: dict[int, list[GraphNode]] = {}
+    for node in graph.nodes:
+        columns.setdefault(node.hop, []).append(node)
+    places = {
+        node.id: (MARGIN + 40 + hop * COLUMN, MARGIN + row * ROW)
+        for hop, nodes in columns.items()
+        for row, node in enumerate(nodes)
+    }
+    width = 2 * MARGIN + 80 + max(columns, default=0) * COLUMN
+    height = 2 * MARGIN + max((len(nodes) for nodes in columns.values()), default=1) * ROW
+    parts = [svg_start(width, height, "memory graph")]
+    for link in graph.edges:
+        parts.append(edge(places[link.from_id], places[link.to_id], link.kind))
+    for node in graph.nodes:
+        parts.append(graph_vertex(node, places[node.id], persona, project))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def graph_vertex(node: GraphNode, place: tuple[float, float], persona: str, project: str) -> str:
+    fill = (
+        "#bbb"
+        if node.status == "revoked"
+        else "#e8a33d"
+        if node.hop == 0
+        else "#c9b8e8"
+        if node.status == "ended"
+        else FILLS[node.type]
+    )
+    scope = {"persona": persona, "project": project}
+    href = {
+        "memory": "/memory?" + urlencode(scope | {"id": node.id}),
+        "event": "/event?" + urlencode(scope | {"id": node.id}),
+        "person": "/graph?" + urlencode(scope | {"seed": node.id}),
+    }.get(node.type)
+    what = node.kind or node.type
+    state = f" ({node.status})" if node.type == "memory" and not node.current else ""
+    return circle(place, fill, href, f"{what}{state}: {node.label}", node.label)

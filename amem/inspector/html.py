@@ -13,8 +13,16 @@ from datetime import datetime
 from html import escape
 from urllib.parse import urlencode
 
-from ..models import Evidence, ListedEvent, ListedMemory, Listing, Person, RecallItem
-from .graph import MAX_NODES, Graph, svg
+from ..models import (
+    Evidence,
+    ListedEvent,
+    ListedMemory,
+    Listing,
+    MemoryGraph,
+    Person,
+    RecallItem,
+)
+from .graph import MAX_NODES, Graph, layered_svg, svg
 from .queries import ListingPage, MemoryDetail, PeoplePage, ScopesPage
 
 STYLE = """
@@ -102,7 +110,13 @@ def scopes(page: ScopesPage, *, path: str, limit: int, cursor: str | None) -> st
     return layout("Scopes", body, path=path)
 
 
-TABS = (("/scope", "memories"), ("/events", "events"), ("/people", "people"), ("/search", "search"))
+TABS = (
+    ("/scope", "memories"),
+    ("/events", "events"),
+    ("/people", "people"),
+    ("/search", "search"),
+    ("/graph", "graph"),
+)
 
 
 def scope_nav(persona: str, project: str, here: str) -> str:
@@ -507,6 +521,8 @@ def event(evidence: Evidence, names: dict[str, str], *, path: str, limit: int) -
     ]
     end = evidence.offset + len(evidence.text)
     shown = f"characters {evidence.offset}–{end} of {evidence.total_chars}"
+    if e.evicted_at is not None:  # the row and its memories stay, the words do not
+        shown = f"evicted at {when(e.evicted_at)}: its raw text was let go, its memories stay"
     params = {"persona": persona, "project": project, "id": e.id, "limit": limit}
     body = (
         scope_nav(persona, project, "/event")
@@ -522,6 +538,53 @@ def event(evidence: Evidence, names: dict[str, str], *, path: str, limit: int) -
         + (table(("memory", "kind"), derived) if derived else "<p>None (current).</p>")
     )
     return layout("Event", body, path=path)
+
+
+def graph(
+    persona: str, project: str, found: MemoryGraph, *, path: str, seed: str, depth: int
+) -> str:
+    """A scope's graph around a seed (``Scope.graph``): a form for the seed and depth,
+    the drawing, what was left out, and every edge as a table."""
+    form = (
+        '<form method="get" action="/graph">'
+        f'<input type="hidden" name="persona" value="{escape(persona)}">'
+        f'<input type="hidden" name="project" value="{escape(project)}">'
+        f'<label>seed <input type="text" name="seed" value="{escape(seed)}" '
+        'placeholder="memory, event or person ID, a name, or a query"></label> '
+        '<label>depth <select name="depth">'
+        + "".join(f'<option value="{n}"{" selected" * (n == depth)}>{n}</option>' for n in range(4))
+        + "</select></label> <button>draw</button></form>"
+        '<p class="muted">As <code>Scope.graph</code> reads it: no seed starts from the pinned '
+        "and newest current memories; a query starts from fast recall's best items.</p>"
+    )
+    c = found.coverage
+    more = "at least " if c.at_least else ""
+    left = (
+        f"<p>{c.nodes_shown} nodes and {c.edges_shown} links shown, {c.depth_reached} links "
+        f"deep; {more}{c.nodes_left_out} more nodes and {more}{c.edges_left_out} more links "
+        "were left out.</p>"
+        if c.truncated
+        else f"<p>{c.nodes_shown} nodes and {c.edges_shown} links: nothing left out.</p>"
+    )
+    labels = {node.id: node.label for node in found.nodes}
+    rows = [
+        (escape(e.kind), escape(labels[e.from_id]), escape(labels[e.to_id]), escape(e.note or ""))
+        for e in found.edges
+    ]
+    if found.nodes:
+        drawn = (
+            f"<p>Seed taken as {escape(found.seeded_by)}.</p>"
+            + layered_svg(found, persona, project)
+            + left
+            + '<p class="muted">Orange: a seed. Blue: a memory (grey: revoked, lilac: ended); '
+            "green: a message; pink: a person; light grey: a session. Arrows: corrections, "
+            "merges and successors; dashed: related.</p>"
+            + (table(("link", "from", "to", "note"), rows) if rows else "")
+        )
+    else:
+        drawn = "<p>Nothing matches this seed: the graph is empty.</p>"
+    body = scope_nav(persona, project, "/graph") + form + drawn
+    return layout(scope_title(persona, project), body, path=path)
 
 
 def error(status: int, code: str, message: str, *, path: str) -> str:

@@ -9,7 +9,8 @@ Format (``format_version`` 1)::
 
 Archives hold (schema 6) tombstones of erased events, (schema 11) people, events,
 personas, memories, relations, checkpoints, (schema 3) capture cursors and (schema 11)
-assignments and states: no configuration, no vector or search caches and no folded
+assignments and states, and (schema 12) consolidation runs with their sources: no
+configuration, no vector or search caches and no folded
 person names (imports rebuild them). Rows come in primary-key order, so exporting the same
 data twice gives the same lines. Tombstones come first, so an import knows which events
 they erased before it meets them (and leaves them out); people come next, so an event or
@@ -27,8 +28,10 @@ memory or a state names is in its scope's registry, and a memory belongs to its 
 person), looked up in the database it is being loaded into, which holds every earlier
 row. A problem is a ``BadRow`` naming the row and the rule, never the stored text.
 Archives written at schema versions 1 to 3 (no gists or cue keys, no cursors), before 8
-(no tiers: a memory takes its kind's) and before 11 (no people: nothing belongs to
-anyone) are read too; a missing table means no rows.
+(no tiers: a memory takes its kind's), before 11 (no people: nothing belongs to
+anyone) and before 12 (nothing evicted) are read too; a missing table means no rows. An
+evicted event travels as it is stored: no text, ``evicted_at`` set, its memories' quotes
+checked against nothing (they are all that is left of its words).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import sqlite3
 from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 from pydantic import (
     BaseModel,
@@ -56,9 +59,22 @@ from ..errors import InvalidInput, StorageError
 from ..inputs import parse_time, validation_problems
 from ..json_input import NestedTooDeep, parse_json
 from ..limits import MAX_ARCHIVE_LINE_CHARS, MAX_EVENT_CHARS
-from ..models import DEFAULT_TIERS, Basis, Category, EventStatus, MemoryKind, MemoryTier, Role
+from ..models import (
+    DEFAULT_TIERS,
+    Basis,
+    Category,
+    ConsolidationResult,
+    MemoryKind,
+    MemoryTier,
+    RelationKind,
+    Role,
+    RunInput,
+    RunStatus,
+    StoredStatus,
+)
 from ..store import people
 from ..store.checkpoints import JSON_COLUMNS
+from ..store.eviction import DERIVED_STATUSES
 
 FORMAT = "amem-archive"
 FORMAT_VERSION = 1
@@ -73,6 +89,8 @@ TABLES = (
     "capture_cursors",
     "assignments",
     "states",
+    "consolidation_runs",
+    "consolidation_sources",
 )
 ORDER = {
     "erased_events": "digest",
@@ -85,12 +103,15 @@ ORDER = {
     "capture_cursors": "persona, project, instance",
     "assignments": "num",
     "states": "persona, project, person",
+    "consolidation_runs": "num",
+    "consolidation_sources": "run_id, event_id",
 }
 KEYS = {
     "events": "seq",
     "memories": "num",
     "checkpoints": "num",
     "assignments": "num",
+    "consolidation_runs": "num",
     "search_docs": "num",
 }
 """Integer keys that name a row in messages (other rows are named by position)."""
@@ -124,6 +145,7 @@ TIME_COLUMNS = (
     "erased_at",
     "expires_at",
     "assigned_at",
+    "evicted_at",
 )
 
 
@@ -170,11 +192,20 @@ class EventRow(Times):
     text: str
     occurred_at: str
     ingested_at: str
-    status: EventStatus
+    status: StoredStatus
     error: str | None = None
     attempts: int = Field(default=0, ge=0)
     person: str | None = None
     """Absent from archives before schema 11: no one's."""
+    evicted_at: str | None = None
+    """Absent from archives before schema 12: not evicted."""
+
+    @model_validator(mode="after")
+    def evicted(self) -> EventRow:
+        """An evicted event was derived, and holds no text (``store.eviction``)."""
+        if self.evicted_at is not None and (self.text or self.status not in DERIVED_STATUSES):
+            raise ValueError("an evicted event must be derived and hold no text")
+        return self
 
 
 class PersonaRow(Times):
@@ -236,7 +267,7 @@ class MemoryRow(Times):
 class RelationRow(Times):
     from_id: str
     to_id: str
-    kind: Literal["related", "corrects"]
+    kind: RelationKind
     persona: str
     project: str
     note: str | None
@@ -288,6 +319,37 @@ class StateRow(Times):
     updated_at: str
 
 
+class RunRow(Times):
+    num: int = Field(ge=1)
+    id: str = Field(min_length=1)
+    persona: str
+    project: str
+    session: str | None
+    status: RunStatus
+    input: dict[str, Any]
+    candidate: Any = None
+    error: Any = None
+    result: dict[str, Any] | None = None
+    digest: str | None = None
+    next_seq: int = Field(ge=0)
+    next_offset: int = Field(ge=0)
+    created_at: str
+    updated_at: str
+
+    @model_validator(mode="after")
+    def readable(self) -> RunRow:
+        """Its input and result are what ``Scope.consolidation_run`` reads back."""
+        RunInput.model_validate(self.input)
+        if self.result is not None:
+            ConsolidationResult.model_validate(self.result)
+        return self
+
+
+class RunSourceRow(Row):
+    run_id: str
+    event_id: str
+
+
 MODELS: dict[str, type[Row]] = {
     "erased_events": TombstoneRow,
     "people": PersonRow,
@@ -299,14 +361,19 @@ MODELS: dict[str, type[Row]] = {
     "capture_cursors": CursorRow,
     "assignments": AssignmentRow,
     "states": StateRow,
+    "consolidation_runs": RunRow,
+    "consolidation_sources": RunSourceRow,
 }
 JSON_CELLS: dict[str, tuple[str, ...]] = {
     "checkpoints": JSON_COLUMNS,
     "people": ("aliases",),
     "memories": ("about",),
     "states": ("data",),
+    "consolidation_runs": ("input", "candidate", "error", "result"),
 }
 """Cells stored as JSON text, carried in archives as the JSON they hold (NULL as null)."""
+JSON_KINDS = {"states": "a JSON object", "consolidation_runs": "valid JSON"}
+"""What a table's JSON cells hold, named in messages (others: ``a JSON list``)."""
 
 
 def invalid(message: str) -> StorageError:
@@ -419,8 +486,8 @@ def plain_row(table: str, row: dict[str, Any], where: str) -> dict[str, Any]:
             raise BadRow(f"{where}: its {column} holds a BLOB, not text or a number")
     for column in JSON_CELLS.get(table, ()):
         if row.get(column) is not None:
-            kind = "object" if table == "states" else "list"
-            row[column] = json_cell(row[column], f"{where}: its {column} is not a JSON {kind}")
+            kind = JSON_KINDS.get(table, "a JSON list")
+            row[column] = json_cell(row[column], f"{where}: its {column} is not {kind}")
     return row
 
 
@@ -500,7 +567,9 @@ def check_header(data: dict[str, Any]) -> dict[str, Any]:
 
 # --- validating a row ----------------------------------------------------------------
 
-EVENT_BY_ID = "select persona, project, text, category, role, person from events where id = ?"
+EVENT_BY_ID = """
+select persona, project, text, category, role, person, evicted_at from events where id = ?
+"""
 EVENT_BY_SEQ = "select persona, project, session from events where seq = ?"
 EVENT_SCOPE = "select persona, project from events where id = ?"
 MEMORY_SCOPE = "select persona, project from memories where id = ?"
@@ -524,6 +593,8 @@ def checked_row(conn: sqlite3.Connection, table: str, values: dict[str, Any], wh
         return covered(conn, row, where)
     elif isinstance(row, AssignmentRow):
         check_assignment(conn, row, where)
+    elif isinstance(row, RunSourceRow):
+        check_run_source(conn, row, where)
     elif isinstance(row, StateRow):
         check_state(row, where)
         check_people(conn, row.persona, row.project, [row.person or None], where)
@@ -543,11 +614,12 @@ def check_memory(conn: sqlite3.Connection, memory: MemoryRow, where: str) -> Non
     event = conn.execute(EVENT_BY_ID, (memory.event_id,)).fetchone()
     if event is None or tuple(event[:2]) != (memory.persona, memory.project):
         raise BadRow(f"{where}: its source event is missing or in another scope")
-    _, _, text, category, role, person = event
+    _, _, text, category, role, person, evicted_at = event
     if memory.person != person:
         raise BadRow(f"{where}: it belongs to another person than its source event")
     check_people(conn, memory.persona, memory.project, memory.about or (), where)
-    if text[memory.quote_start : memory.quote_end] != memory.quote:
+    # an evicted event's text is gone: its memories' quotes are all that is left of it
+    if evicted_at is None and text[memory.quote_start : memory.quote_end] != memory.quote:
         raise BadRow(f"{where}: its quote does not occur in its event at the stored span")
     if category in ("reference", "persona"):
         raise BadRow(f"{where}: derived from an archived reference or persona event")
@@ -607,3 +679,12 @@ def covered(conn: sqlite3.Connection, checkpoint: CheckpointRow, where: str) -> 
     if tuple(owner) != (checkpoint.persona, checkpoint.project, checkpoint.session):
         raise BadRow(f"{where}: it covers an event outside its session")
     return checkpoint
+
+
+RUN_SCOPE = "select 1 from consolidation_runs where id = ?"
+
+
+def check_run_source(conn: sqlite3.Connection, source: RunSourceRow, where: str) -> None:
+    """A run's source names a run loaded before it (its event may be gone: erased)."""
+    if conn.execute(RUN_SCOPE, (source.run_id,)).fetchone() is None:
+        raise BadRow(f"{where}: the source of a missing consolidation run")

@@ -65,11 +65,14 @@ select count(*) from search_docs d where
   or (d.doc_kind = 'event' and not exists
      (select 1 from events e where e.id = d.ref and {index.INDEXED_EVENT}))
 """
-SELECT_SOURCES = f"""
-select 'event', id, persona, project, text from events e where {index.INDEXED_EVENT}
+SOURCES = f"""
+select 'event', id, persona, project, text from events e where {{indexed_event}}
 union all
 select 'memory', id, persona, project, text from memories m where {index.INDEXED_MEMORY}
 """
+SELECT_SOURCES = SOURCES.format(indexed_event=index.INDEXED_EVENT)
+MIGRATION_SOURCES = SOURCES.format(indexed_event=index.INDEXED_CATEGORY)
+"""What the v5 migration indexes: its file has no ``evicted_at`` yet (nothing is evicted)."""
 EXTRACTIONS = (
     "select status, count(*) from events where status in ('pending', 'failed') group by status"
 )
@@ -465,10 +468,12 @@ def rebuild(conn: sqlite3.Connection, docs: Iterable[index.Document]) -> int:
     return count
 
 
-COUNT_SOURCES = f"""
-select (select count(*) from events e where {index.INDEXED_EVENT})
+COUNTED_SOURCES = f"""
+select (select count(*) from events e where {{indexed_event}})
      + (select count(*) from memories m where {index.INDEXED_MEMORY})
 """
+COUNT_SOURCES = COUNTED_SOURCES.format(indexed_event=index.INDEXED_EVENT)
+COUNT_MIGRATION_SOURCES = COUNTED_SOURCES.format(indexed_event=index.INDEXED_CATEGORY)
 MIGRATION_BATCH = 2_000
 """Documents read and segmented at a time: memory stays bounded on a file of millions."""
 LOG_SECONDS = 5.0
@@ -484,7 +489,7 @@ def reindex_for_migration(conn: sqlite3.Connection, progress: Progress | None = 
     It runs on the write connection's thread, never on an event loop, and holds the write
     lock throughout: other processes opening the file wait for it (and give up with
     ``database_busy`` after the busy timeout), and none ever sees a half-built index."""
-    total = conn.execute(COUNT_SOURCES).fetchone()[0]
+    total = conn.execute(COUNT_MIGRATION_SOURCES).fetchone()[0]
     started = time.monotonic()
     if total:  # a new file has nothing to rebuild, and nothing to say
         log.warning("%s: 0 of %s documents", REBUILDING, f"{total:,}")
@@ -502,7 +507,7 @@ def segmented_sources(
     conn: sqlite3.Connection, total: int, progress: Progress | None, started: float
 ) -> Iterator[index.Document]:
     """``index_sources``, read and segmented ``MIGRATION_BATCH`` at a time."""
-    cursor = conn.execute(SELECT_SOURCES)
+    cursor = conn.execute(MIGRATION_SOURCES)
     done, logged = 0, started
     while batch := [index.Document(*map(str, row)) for row in cursor.fetchmany(MIGRATION_BATCH)]:
         segmented = segment_all([doc.text for doc in batch])

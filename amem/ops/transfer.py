@@ -27,14 +27,14 @@ from typing import Any
 from ..db.database import read_only_storage
 from ..db.drivers import open_sqlite
 from ..db.schema import SCHEMA_VERSION
-from ..db.times import db_time, utc_now
+from ..db.times import db_now, db_time, utc_now
 from ..db.writer import storage_error
 from ..errors import InvalidInput, StorageError
 from ..limits import MAX_ARCHIVE_CELL_BYTES
 from ..models import Progress
 from ..search import index
 from ..search.text import segment
-from ..store import people
+from ..store import people, runs
 from ..store.facts import FADING_KINDS, topic_cue
 from ..store.tombstones import is_erased
 from . import archive, files
@@ -245,6 +245,8 @@ def load(conn: sqlite3.Connection, rows: Source, total: int, progress: Progress 
             continue
         insert(conn, table, row, where)
         counts[table] += 1
+    # a run that froze an event a tombstone left out keeps no copy of its text
+    runs.forget_events(conn, erased.events, db_now())
     report(progress, done, total, final=True)
     return counts, erased.skipped
 
@@ -300,9 +302,9 @@ INSERTS = {
         values (:persona, :project, :id, :display_name, :aliases, :locale, :timezone,
         :notes, :version, :created_at, :updated_at)""",
     "events": """insert into events (seq, id, persona, project, session, role, category,
-        source, text, occurred_at, ingested_at, status, error, attempts, person)
+        source, text, occurred_at, ingested_at, status, error, attempts, person, evicted_at)
         values (:seq, :id, :persona, :project, :session, :role, :category, :source, :text,
-        :occurred_at, :ingested_at, :status, :error, :attempts, :person)""",
+        :occurred_at, :ingested_at, :status, :error, :attempts, :person, :evicted_at)""",
     "personas": """insert into personas (persona, version, text, note, created_at)
         values (:persona, :version, :text, :note, :created_at)""",
     "memories": """insert into memories (num, id, persona, project, event_id, text, quote,
@@ -327,6 +329,13 @@ INSERTS = {
         :from_person, :to_person, :reason, :assigned_at)""",
     "states": """insert into states (persona, project, person, data, version, updated_at)
         values (:persona, :project, :person, :data, :version, :updated_at)""",
+    "consolidation_runs": """insert into consolidation_runs (num, id, persona, project,
+        session, status, input, candidate, error, result, digest, next_seq, next_offset,
+        created_at, updated_at) values (:num, :id, :persona, :project, :session, :status,
+        :input, :candidate, :error, :result, :digest, :next_seq, :next_offset, :created_at,
+        :updated_at)""",
+    "consolidation_sources": """insert into consolidation_sources (run_id, event_id)
+        values (:run_id, :event_id)""",
 }
 DOC_KINDS = {"events": "event", "memories": "memory"}
 
@@ -364,12 +373,13 @@ def stored_json(table: str, values: dict[str, Any]) -> None:
         values["about"] = json.dumps(about, ensure_ascii=False) if about else None
     else:
         for column in archive.JSON_CELLS.get(table, ()):
-            values[column] = json.dumps(values[column], ensure_ascii=False)
+            if values[column] is not None:  # NULL stays NULL (a run with no candidate)
+                values[column] = json.dumps(values[column], ensure_ascii=False)
 
 
 def indexed(table: str, row: dict[str, Any]) -> bool:
     if table == "events":
-        return index.indexes_event(row["category"])
+        return index.indexes_event(row["category"], row["evicted_at"])
     return table == "memories" and index.indexes_memory(row["revoked_at"])
 
 

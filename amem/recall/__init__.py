@@ -53,7 +53,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import replace
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from ..models import RecallItem
 from ..store.people import named_in
@@ -64,6 +64,7 @@ from .lexical import (
     KnownTerms,
     Lexical,
     TermCounts,
+    held_terms,
     lexical_matches,
 )
 from .present import merge_identical, recall_item, shown_text
@@ -109,7 +110,37 @@ def recall_memories(
     if q.named:  # stable: in the order ranked otherwise
         merged.sort(key=lambda entry: only_others(entry[0], q.named))
     items = [recall_item(best, q, others) for best, others in merged[: q.limit]]
+    if q.explain:
+        items = with_matched_terms(conn, q, items)
     return Recalled(items, warnings, hybrid)
+
+
+def with_matched_terms(
+    conn: sqlite3.Connection, q: RecallQuery, items: list[RecallItem]
+) -> list[RecallItem]:
+    """Each item with the query's terms that its words or its source event's hold."""
+    memories = held_terms(conn, q.query, "memory", [i.id for i in items if not i.raw_fallback])
+    events = held_terms(conn, q.query, "event", [item.source_event_id for item in items])
+    return [
+        item.model_copy(
+            update={
+                "matched": list(
+                    dict.fromkeys(memories.get(item.id, []) + events.get(item.source_event_id, []))
+                )
+            }
+        )
+        for item in items
+    ]
+
+
+def recalled_refs(
+    conn: sqlite3.Connection, q: RecallQuery
+) -> list[tuple[Literal["memory", "event"], str]]:
+    """The items of a query as ``(doc_kind, id)``: a raw event or a memory."""
+    return [
+        ("event" if item.raw_fallback else "memory", item.id)
+        for item in recall_memories(conn, q).items
+    ]
 
 
 def only_others(candidate: Candidate, named: tuple[str, ...]) -> bool:

@@ -4,7 +4,7 @@ matched, found by whatever kind of evidence, each read once and raised by every 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
@@ -127,6 +127,9 @@ class Candidate:
     word_rank: float = 0.0
     """What the lexical list of the fusion ranked it by (``lexical_rank_score``): fusion
     ties go to the better word match."""
+    found_by: set[Kind] = field(default_factory=set)
+    """The kinds of evidence that brought it in (``RecallItem.via``); a cosine read for a
+    candidate found otherwise (``nearest.add_similarities``) is not one."""
 
     @property
     def raw(self) -> bool:
@@ -134,6 +137,8 @@ class Candidate:
 
     def support(self, kind: Kind, value: float) -> None:
         """Record a match of ``kind``; the strongest of each kind counts."""
+        if value > 0:
+            self.found_by.add(kind)
         match kind:
             case Kind.LEXICAL:
                 self.lexical = max(self.lexical, value)

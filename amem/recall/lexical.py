@@ -462,6 +462,25 @@ class Scanned(NamedTuple):
         return f" {' '.join(sequence)} " in f" {self.text} "
 
 
+SELECT_TOKENS = f"""
+select ref, substr(tokens, 1, {SCORED_CHARS}) from search_docs
+where doc_kind = ? and ref in ({{}})
+"""
+
+
+def held_terms(
+    conn: sqlite3.Connection, query: str, kind: str, refs: list[str]
+) -> dict[str, list[str]]:
+    """The query's tokens each document of ``kind`` (by ref) holds, in the query's order."""
+    wanted = list(dict.fromkeys(token for clause in clause_tokens(query) for token in clause))
+    rows = conn.execute(SELECT_TOKENS.format(marks(len(refs))), [kind, *refs]) if refs else []
+    held = {}
+    for ref, stored in rows:
+        words = set(stored.split())
+        held[ref] = [token for token in wanted if token in words]
+    return held
+
+
 def scan_documents(
     conn: sqlite3.Connection, nums: list[int]
 ) -> tuple[list[tuple[int, str, str]], dict[int, Scanned]]:

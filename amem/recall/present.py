@@ -8,15 +8,24 @@ from datetime import datetime
 from typing import Any
 
 from ..db.times import from_db_time
-from ..models import RecallItem, ScoreComponents
+from ..models import RecallItem, ScoreComponents, Via
 from ..store.facts import FADING_KINDS
-from .evidence import Candidate, RawEvent
+from .evidence import Candidate, Kind, RawEvent
 from .query import RecallQuery
 from .ranking import parts, score
 from .tuning import RAW_CHARS
 
 STORED_FIELDS = ("id", "quote", "kind", "basis", "confidence", "subject", "fact_key", "tier")
 """What an item shows of a memory as stored."""
+
+
+VIA: dict[Kind, Via] = {
+    Kind.LEXICAL: "lexical",
+    Kind.SEMANTIC: "semantic",
+    Kind.LINK: "link",
+    Kind.REPLY: "reply",
+}
+"""``RecallItem.via``: each kind of evidence by its name."""
 
 
 NOT_RAW: dict[str, Any] = dict.fromkeys((*STORED_FIELDS[1:], "valid_at", "invalid_at"))
@@ -56,8 +65,9 @@ def recall_item(candidate: Candidate, q: RecallQuery, merged_ids: list[str]) -> 
     which showed the same text."""
     row = candidate.row
     components = ScoreComponents(**parts(candidate, q))
+    via = [VIA[kind] for kind in Kind if kind in candidate.found_by]
     if isinstance(row, RawEvent):
-        return raw_item(row, components, merged_ids)
+        return raw_item(row, components, merged_ids, via)
     valid = from_db_time(row.valid_at)
     ends = None if row.invalid_at is None else from_db_time(row.invalid_at)
     shown, faded, coarse = present(row.text, row.kind, row.gist, row.cue_key, valid, q)
@@ -79,10 +89,13 @@ def recall_item(candidate: Candidate, q: RecallQuery, merged_ids: list[str]) -> 
         pinned=bool(row.pinned),
         person=row.person,
         about=json.loads(row.about) if row.about else [],
+        via=via,
     )
 
 
-def raw_item(event: RawEvent, components: ScoreComponents, merged_ids: list[str]) -> RecallItem:
+def raw_item(
+    event: RawEvent, components: ScoreComponents, merged_ids: list[str], via: list[Via]
+) -> RecallItem:
     return RecallItem(
         **NOT_RAW,
         id=event.id,
@@ -99,6 +112,7 @@ def raw_item(event: RawEvent, components: ScoreComponents, merged_ids: list[str]
         raw_fallback=True,
         truncated=event.length > RAW_CHARS,
         person=event.person,
+        via=via,
     )
 
 

@@ -46,6 +46,8 @@ class RecallQuery:
     named: tuple[str, ...] = ()
     """The people of the scope the query names (``recall.people``), when ``person`` is
     None: their documents count their names as said."""
+    explain: bool = False
+    """Whether each item lists the query's terms it holds (``RecallItem.matched``)."""
 
 
 # Point lookups by ID or event: the unary + keeps SQLite from preferring the scope index

@@ -5,10 +5,11 @@ the same transaction as the row they index; the text is segmented before that tr
 (``text.segment_off_loop``), never inside the writer. Every document starts with its
 scope token, so FTS can filter by scope. Plain functions of a connection.
 
-What the index holds is decided here, once: conversation and correction events, and
-current (unrevoked) memories. Submit, import and doctor follow ``indexes_event`` and
-``indexes_memory``, or the SQL ``INDEXED_EVENT`` and ``INDEXED_MEMORY`` that say the same;
-a correction (an indexed event and a new memory) and a revocation keep to it.
+What the index holds is decided here, once: conversation and correction events that
+still hold their text (not evicted), and current (unrevoked) memories. Submit, import and
+doctor follow ``indexes_event`` and ``indexes_memory``, or the SQL ``INDEXED_EVENT`` and
+``INDEXED_MEMORY`` that say the same; a correction (an indexed event and a new memory), a
+revocation and an eviction keep to it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from ..db.in_lists import literals
-from ..db.rules import CURRENT_MEMORY
+from ..db.rules import CURRENT_MEMORY, HELD_EVENT
 from ..models import Category
 from .text import PERSON_PREFIX, person_token, scope_token
 
@@ -27,9 +28,9 @@ INDEXED_CATEGORIES: tuple[Category, ...] = ("conversation", "correction")
 """Event categories whose text is indexed; reference and persona events are only archived."""
 
 
-def indexes_event(category: str) -> bool:
-    """Whether the index holds an event of this category."""
-    return category in INDEXED_CATEGORIES
+def indexes_event(category: str, evicted_at: str | None = None) -> bool:
+    """Whether the index holds an event of this category: never once it is evicted."""
+    return category in INDEXED_CATEGORIES and evicted_at is None
 
 
 def indexes_memory(revoked_at: str | None) -> bool:
@@ -37,7 +38,10 @@ def indexes_memory(revoked_at: str | None) -> bool:
     return revoked_at is None
 
 
-INDEXED_EVENT = f"e.category in ({literals(INDEXED_CATEGORIES)})"
+INDEXED_CATEGORY = f"e.category in ({literals(INDEXED_CATEGORIES)})"
+"""``indexes_event`` of an event ``e`` that is not evicted, in SQL: all a migration of a
+file older than eviction (schema v12) asks, since no event there is evicted."""
+INDEXED_EVENT = f"{INDEXED_CATEGORY} and {HELD_EVENT}"
 """``indexes_event`` in SQL, for an event ``e``."""
 INDEXED_MEMORY = CURRENT_MEMORY
 """``indexes_memory`` in SQL, for a memory ``m``: the index holds current memories."""

@@ -43,11 +43,12 @@ from typing import Any
 
 from ..db.writer import immediate
 from ..errors import NotFound, StorageError
-from ..models import Deletion, Erasure
+from ..models import Copy, Deletion, Erasure
 from ..search import index
 from ..search.vector_rows import drop_vectors
-from . import tombstones
+from . import runs, tombstones
 from .checkpoints import erase_checkpoint_text, erasure_effects
+from .copies import find_copies
 from .tombstones import missing_event
 
 BATCH_EVENTS = 200
@@ -147,6 +148,7 @@ def apply(conn: sqlite3.Connection, persona: str, project: str, plan: Planner, n
     event_vectors, event_rows = remove_events(conn, events)
     vectors, search_rows = vectors + event_vectors, search_rows + event_rows
     tombstones.bury(conn, persona, project, events, now)
+    runs.forget_events(conn, events, now)
     if (vectors, search_rows, relations) != (plan.vectors, plan.search_rows, len(plan.edges)):
         raise StorageError("the erasure did not match its plan; nothing was erased")
 
@@ -166,11 +168,16 @@ def remove_memories(conn: sqlite3.Connection, memory_ids: Sequence[str]) -> tupl
 def remove_events(conn: sqlite3.Connection, event_ids: Sequence[str]) -> tuple[int, int]:
     """Delete these events' rows with their vectors and search rows (no memory may be
     derived from them any more); returns how many vectors and search rows went."""
-    vectors = drop_vectors(conn, "event", event_ids)
-    search_rows = index.remove_docs(conn, "event", event_ids)
+    vectors, search_rows = unindex_events(conn, event_ids)
     for event in event_ids:
         conn.execute(DELETE_EVENT, (event,))
     return vectors, search_rows
+
+
+def unindex_events(conn: sqlite3.Connection, event_ids: Sequence[str]) -> tuple[int, int]:
+    """Remove these events' vectors and search rows, their rows kept (an erasure deletes
+    them next; an eviction empties their text); returns how many vectors and rows went."""
+    return drop_vectors(conn, "event", event_ids), index.remove_docs(conn, "event", event_ids)
 
 
 # --- one event (or one memory's event) -------------------------------------------------
@@ -184,11 +191,17 @@ def delete(
     memory_id: str | None,
     now: str,
     dry_run: bool = False,
+    include_copies: bool = False,
 ) -> Deletion:
     """Erase one event (or a memory's source event) with everything connected; with
-    ``dry_run``, only say what would go (nothing is written: it runs on a reader)."""
+    ``dry_run``, only say what would go (nothing is written: it runs on a reader). Later
+    events repeating its text are listed as ``copies``, and with ``include_copies`` go too."""
     plan = Planner(conn)
     plan.add(starting_event(conn, persona, project, event_id, memory_id))
+    copies = find_copies(conn, persona, project, list(plan.events))
+    if include_copies:
+        for copy in copies:
+            plan.add(copy.event_id)
     invalidated, cleared = erasure_effects(conn, persona, project)
     if not dry_run:
         apply(conn, persona, project, plan, now)
@@ -198,6 +211,7 @@ def delete(
         event_ids=list(plan.events),
         memory_ids=list(plan.memories),
         **shared_receipt(persona, project, plan, invalidated, cleared, dry_run=dry_run),
+        copies=copies,
     )
 
 
@@ -338,16 +352,20 @@ def preview(
     project: str,
     selector: Selector | None = None,
     event_ids: Iterable[str] = (),
+    include_copies: bool = False,
 ) -> Erasure:
     """What a bulk erase of the ``selector``'s events (or of ``event_ids``) would remove,
-    read on one snapshot: the same plan the batches make, without applying it."""
+    read on one snapshot: the same plan the batches make, without applying it. A
+    ``selector``'s preview lists the ``copies`` of its events, with ``include_copies``
+    also counted as erased."""
     plan = Planner(conn)
+    copies: list[Copy] = []
     if selector is not None:
-        where, params = selector.sql(persona, project)
-        for (event_id,) in conn.execute(
-            f"select e.id from events e where {where} order by e.seq", params
-        ):
-            plan.add(event_id)
+        plan_selected(plan, persona, project, selector)
+        copies = selected_copies(plan, persona, project, selector)
+        if include_copies:
+            for copy in copies:
+                plan.add(copy.event_id)
     for event_id in event_ids:
         if conn.execute(SELECT_EVENT_SCOPE, (event_id,)).fetchone() == (persona, project):
             plan.add(event_id)
@@ -355,7 +373,36 @@ def preview(
     done = receipt(persona, project, plan, invalidated, cleared, dry_run=True, batches=0)
     if selector is not None and (states := person_states(conn, persona, project, selector)):
         done = done.model_copy(update={"states": states})
-    return done
+    return done.model_copy(update={"copies": copies}) if copies else done
+
+
+def plan_selected(plan: Planner, persona: str, project: str, selector: Selector) -> None:
+    """Plan every event ``selector`` selects, in ``seq`` order."""
+    where, params = selector.sql(persona, project)
+    for (event_id,) in plan.conn.execute(
+        f"select e.id from events e where {where} order by e.seq", params
+    ):
+        plan.add(event_id)
+
+
+def selected_copies(plan: Planner, persona: str, project: str, selector: Selector) -> list[Copy]:
+    """The copies of the events ``plan`` holds (``copies.find_copies``); none when the
+    ``selector`` takes the whole scope."""
+    if selector.everything:
+        return []
+    return find_copies(plan.conn, persona, project, list(plan.events))
+
+
+def copies_of(
+    conn: sqlite3.Connection, persona: str, project: str, selector: Selector
+) -> list[Copy]:
+    """The copies a bulk erase of ``selector``'s events leaves (``preview`` lists the
+    same), read before its first batch: the events it selects are gone after."""
+    if selector.everything:
+        return []
+    plan = Planner(conn)
+    plan_selected(plan, persona, project, selector)
+    return selected_copies(plan, persona, project, selector)
 
 
 def shared_receipt(

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from ..db.rules import CURRENT_MEMORY
+from ..db.rules import CURRENT_MEMORY, SHOWN_STATUS
 from ..db.times import from_db_time
 from ..errors import Conflict
 from ..models import Event, EventReceipt, EventStatus
@@ -83,6 +83,9 @@ class StoredEvent(EventFields):
 
     seq: int
     error: str | None
+    evicted_at: str | None = None
+    """When its raw text was let go (``store.eviction``): ``text`` is then empty and
+    ``status`` shows ``evicted``."""
 
 
 INSERT_EVENT = """
@@ -92,11 +95,12 @@ insert into events
 values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 on conflict (id) do nothing
 """
-EVENT_COLUMNS = """
-id, persona, project, session, role, category, source, text, occurred_at, ingested_at,
-status, person, seq, error
+EVENT_COLUMNS = f"""
+e.id, e.persona, e.project, e.session, e.role, e.category, e.source, e.text, e.occurred_at,
+e.ingested_at, {SHOWN_STATUS}, e.person, e.seq, e.error, e.evicted_at
 """
-SELECT_EVENT = f"select {EVENT_COLUMNS} from events where id = ?"
+"""An event ``e``'s columns in ``StoredEvent`` order; the status as amem shows it."""
+SELECT_EVENT = f"select {EVENT_COLUMNS} from events e where id = ?"
 RESUME_EXTRACTION = "update events set status = 'pending', error = null where id = ?"
 SELECT_MEMORY_IDS = f"""
 select id from memories m where event_id = ? and {CURRENT_MEMORY} order by num
@@ -128,7 +132,7 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
         return receipt(event, cursor.lastrowid or 0, event.status, [], duplicate=False)
     existing = load_stored(conn, event.id)
     assert existing is not None
-    if payload(existing) != payload(event) or (
+    if not replays(existing, event) or (
         event.occurred_at_given and existing.occurred_at != event.occurred_at
     ):  # a resubmission matches when scope and payload agree; an omitted time matches any
         raise Conflict(
@@ -146,6 +150,15 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
 def insert_events(conn: sqlite3.Connection, events: Sequence[NewEvent]) -> list[EventReceipt]:
     """``insert_event`` of each, in order, in the caller's one transaction."""
     return [insert_event(conn, event) for event in events]
+
+
+def replays(stored: StoredEvent, event: NewEvent) -> bool:
+    """Whether ``event`` resubmits ``stored``: the same payload, but for the text once
+    ``stored`` is evicted (its text is gone, so a replay is a duplicate that restores
+    nothing)."""
+    if stored.evicted_at is not None:
+        return payload(stored)[:-1] == payload(event)[:-1]
+    return payload(stored) == payload(event)
 
 
 def payload(event: EventFields) -> tuple[str | None, ...]:

@@ -21,7 +21,7 @@ from .events import EVENT_COLUMNS, StoredEvent, current_memory_ids
 from .facts import derive_memories
 
 SELECT_FOR_EXTRACTION = f"""
-select {EVENT_COLUMNS} from events
+select {EVENT_COLUMNS} from events e
 where id = ? and status = 'pending' and category = 'conversation'
 """
 SELECT_STATE = "select persona, project, status from events where id = ?"

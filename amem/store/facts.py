@@ -142,6 +142,11 @@ def derive_memories(
     are judged as that memory's were.
     """
     event = load_event(conn, persona, project, event_id)
+    if event.evicted_at is not None:
+        raise InvalidInput(
+            "the source event was evicted: its raw text is gone, so no new memory can quote it",
+            code="quote_mismatch",
+        )
     judged = event if speaker is None else replace(event, role=speaker)
     valid = [validate(judged, draft, f"memories[{n}]") for n, draft in enumerate(drafts)]
     for n, draft in enumerate(drafts):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..db import in_lists
-from ..db.rules import CURRENT_MEMORY, PERSON_MEMORY
+from ..db.rules import CURRENT_MEMORY, PERSON_MEMORY, SHOWN_STATUS
 from ..db.times import from_db_time
 from ..errors import InvalidInput
 from ..limits import LIST_PREVIEW_CHARS
@@ -113,11 +113,11 @@ group by m.kind
 """
 SOURCE_EVENT = "join events e on e.id = m.event_id"
 """Joined for the totals only when a filter looks at the source event."""
-EVENT_ROWS = """
+EVENT_ROWS = f"""
 select e.seq, e.id, substr(e.text, 1, :preview), length(e.text), e.role, e.category,
-    e.session, e.occurred_at, e.status, e.person
+    e.session, e.occurred_at, {SHOWN_STATUS}, e.person
 from events e
-where {where}
+where {{where}}
 order by e.seq desc limit :limit
 """
 EVENT_TOTALS = "select e.role, count(*) from events e where {where} group by e.role"

@@ -6,13 +6,13 @@ from __future__ import annotations
 import sqlite3
 
 from ..config import Settings
-from ..db.rules import CURRENT_MEMORY
-from ..models import MEMORY_KINDS, Status
+from ..db.rules import CURRENT_MEMORY, SHOWN_STATUS
+from ..models import EVENT_STATUSES, MEMORY_KINDS, Status
 from ..search.vector_rows import coverage
 from .capacity import scope_capacity
 
-EVENTS_BY_STATUS = """
-select status, count(*) from events where persona = ? and project = ? group by status
+EVENTS_BY_STATUS = f"""
+select {SHOWN_STATUS}, count(*) from events e where persona = ? and project = ? group by 1
 """
 MEMORY_COUNTS = f"""
 select kind, count(*) filter (where {CURRENT_MEMORY}),
@@ -25,7 +25,7 @@ group by kind
 def scope_status(
     conn: sqlite3.Connection, persona: str, project: str, settings: Settings
 ) -> Status:
-    events = {"stored": 0, "pending": 0, "extracted": 0, "failed": 0, "amended": 0}
+    events: dict[str, int] = dict.fromkeys(EVENT_STATUSES, 0)
     events.update(dict(conn.execute(EVENTS_BY_STATUS, (persona, project)).fetchall()))
     counts = conn.execute(MEMORY_COUNTS, (persona, project)).fetchall()
     kinds: dict[str, int] = dict.fromkeys(MEMORY_KINDS, 0)

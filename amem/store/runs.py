@@ -1,0 +1,64 @@
+"""What consolidation runs keep of the text they froze.
+
+A run copies event and memory text into its frozen input. Once it is applied the copies go
+(the memories and events hold what is kept), and erasing an event a run froze takes the
+copies of every run that holds it (called by ``store.erasure`` inside the erasure's own
+transaction), so an erasure leaves no copy behind in a run.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Collection
+
+from ..models import RunInput
+
+SELECT_RUNS_OF_EVENTS = """
+select distinct run_id from consolidation_sources where event_id in ({marks})
+"""
+SELECT_INPUT = "select input from consolidation_runs where id = ?"
+SCRUB_RUN = """
+update consolidation_runs
+set input = ?, candidate = null, error = null,
+    status = case status when 'prepared' then 'invalidated' else status end,
+    updated_at = ?
+where id = ?
+"""
+DELETE_SOURCES = "delete from consolidation_sources where event_id in ({marks})"
+
+
+def without_text(frozen: RunInput) -> RunInput:
+    """A run's input with its copies of event and memory text dropped (IDs and offsets
+    stay): once applied or scrubbed, the memories and the events hold what is kept."""
+    return frozen.model_copy(
+        update={
+            "events": [event.model_copy(update={"text": None}) for event in frozen.events],
+            "memories": [memory.model_copy(update={"text": None}) for memory in frozen.memories],
+        }
+    )
+
+
+# --- erasure ---------------------------------------------------------------------------
+
+
+def forget_events(conn: sqlite3.Connection, event_ids: Collection[str], now: str) -> int:
+    """Erasing these events: every run that froze one loses its copies of text (and the
+    erased events and their memories from its input), and a prepared one is invalidated.
+    Returns how many runs were scrubbed."""
+    if not event_ids:
+        return 0
+    marks = ", ".join("?" * len(event_ids))
+    ids = list(event_ids)
+    runs = [run_id for (run_id,) in conn.execute(SELECT_RUNS_OF_EVENTS.format(marks=marks), ids)]
+    gone = set(event_ids)
+    for run_id in runs:
+        frozen = RunInput.model_validate_json(conn.execute(SELECT_INPUT, (run_id,)).fetchone()[0])
+        kept = frozen.model_copy(
+            update={
+                "events": [event for event in frozen.events if event.id not in gone],
+                "memories": [m for m in frozen.memories if m.event_id not in gone],
+            }
+        )
+        conn.execute(SCRUB_RUN, (without_text(kept).model_dump_json(), now, run_id))
+    conn.execute(DELETE_SOURCES.format(marks=marks), ids)
+    return len(runs)
