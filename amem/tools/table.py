@@ -538,11 +538,12 @@ class ConsolidationApply(Args):
 
 @tool("Apply tidy-up", read_only=False, destructive=True)
 async def consolidation_apply(served: Served, args: ConsolidationApply) -> Any:
-    """Apply a prepared run's patch, all or nothing. Entries (op): add {source,text,quote,
-    kind,basis}: a memory quoting a run message; summarise {source,text,quote}; merge
-    {ids,text?}: duplicates, first survives; supersede {id,by}: by ends id; relate
-    {from,to}; retract {id,reason?}. new:N names entry N's memory. evict: messages whose
-    raw text may go. A changed memory: version_conflict, prepare again."""
+    """Apply a prepared run's patch, all or nothing. Entries (op):
+    add {source,text,quote,kind,basis}: a memory quoting a run message;
+    summarise {source,text,quote}; merge {ids,text?}: duplicates, first survives;
+    supersede {id,by}: by ends id; relate {from,to}; retract {id,reason?}.
+    new:N names entry N's memory. evict: messages whose raw text may go.
+    A changed memory: version_conflict, prepare again."""
     return await served.scope(args).apply_consolidation(**args.keywords())
 
 
