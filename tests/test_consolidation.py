@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import pytest
 from children import common
+from helpers import file_bytes
 from mcp_client import connect, ok, refused, server_backends
 
 import amem
@@ -295,6 +296,9 @@ async def test_erasing_a_source_invalidates_the_run_and_scrubs_its_text(
     assert stored(db_path, "select count(*) from consolidation_sources") == [(0,)]
     with pytest.raises(amem.Conflict):
         await scope.apply_consolidation(waiting.id, {"entries": [{"op": "retract", "id": "x"}]})
+    with anyio.fail_after(30):  # the words leave the file and its WAL once the writer idles
+        while any(word in file_bytes(db_path) for word in (b"Hangzhou", b"green tea")):
+            await anyio.sleep(0.2)
 
 
 async def test_a_patch_evicts_the_raw_text_of_what_it_learned_from(
@@ -312,6 +316,30 @@ async def test_a_patch_evicts_the_raw_text_of_what_it_learned_from(
     assert (await scope.read(home)).event.status == "evicted"
     assert (await scope.recall("cat")).items[0].quote == "my cat Mochi"
     assert stored(db_path, "select text from events where id = ?", home) == [("",)]
+
+
+async def test_evicting_a_source_takes_its_text_out_of_a_waiting_run(scope: amem.Scope) -> None:
+    home, move = await said(scope, HOME, MOVE)
+    cat = {
+        "text": "User has a cat",
+        "quote": "my cat Mochi",
+        "kind": "fact",
+        "basis": "user_statement",
+    }
+    await scope.add_memories(home, [cat])
+    run = await scope.prepare_consolidation()
+    await scope.evict([home])
+    waiting = await scope.consolidation_run(run.id)
+    assert waiting.status == "prepared", "its memories are all there: the run can go on"
+    assert [(e.id, e.text) for e in waiting.input.events] == [(home, None), (move, MOVE)]
+    with pytest.raises(amem.InvalidInput) as refusal:
+        await scope.apply_consolidation(
+            run.id, {"entries": [add(home, "User lives in Hangzhou", "I live in Hangzhou")]}
+        )
+    assert refusal.value.code == "quote_mismatch", "nothing is left to quote"
+    await scope.apply_consolidation(
+        run.id, {"entries": [add(move, "User moved to Shanghai", "I moved to Shanghai")]}
+    )
 
 
 async def test_an_agent_session_prepares_a_run_every_few_turns(scope: amem.Scope) -> None:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from ..db.schema import COUNT_ERASURE
 from ..errors import StorageError
 from ..models import Eviction, EvictionSkip, EvictionSkipReason
+from . import runs
 from .erasure import COUNT_DOCS, COUNT_VECTORS, MAX_RECEIPT_IDS, unindex_events
 
 DERIVED_STATUSES = ("extracted", "amended")
@@ -83,6 +84,7 @@ def evict_events(
             raise StorageError("the eviction did not match its plan; nothing was evicted")
         conn.executemany(EVICT, [(now, event_id) for event_id in evicted])
         conn.execute(COUNT_ERASURE)  # a scrub is due: the text leaves the file when idle
+        runs.drop_event_text(conn, evicted, now)  # nor does a consolidation run keep a copy
     return Eviction(
         persona=persona,
         project=project,

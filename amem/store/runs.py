@@ -41,18 +41,41 @@ def without_text(frozen: RunInput) -> RunInput:
 # --- erasure ---------------------------------------------------------------------------
 
 
+DROP_TEXT = "update consolidation_runs set input = ?, updated_at = ? where id = ?"
+
+
+def drop_event_text(conn: sqlite3.Connection, event_ids: Collection[str], now: str) -> None:
+    """Evicting these events: the runs that froze them keep no copy of their text (the
+    events stay in the runs' input, with their offsets; a patch can no longer quote them)."""
+    gone = set(event_ids)
+    for run_id in runs_holding(conn, event_ids):
+        frozen = stored_input(conn, run_id)
+        events = [e.model_copy(update={"text": None}) if e.id in gone else e for e in frozen.events]
+        conn.execute(
+            DROP_TEXT, (frozen.model_copy(update={"events": events}).model_dump_json(), now, run_id)
+        )
+
+
+def runs_holding(conn: sqlite3.Connection, event_ids: Collection[str]) -> list[str]:
+    ids = list(event_ids)
+    sql = SELECT_RUNS_OF_EVENTS.format(marks=", ".join("?" * len(ids)))
+    return [run_id for (run_id,) in conn.execute(sql, ids)] if ids else []
+
+
+def stored_input(conn: sqlite3.Connection, run_id: str) -> RunInput:
+    return RunInput.model_validate_json(conn.execute(SELECT_INPUT, (run_id,)).fetchone()[0])
+
+
 def forget_events(conn: sqlite3.Connection, event_ids: Collection[str], now: str) -> int:
     """Erasing these events: every run that froze one loses its copies of text (and the
     erased events and their memories from its input), and a prepared one is invalidated.
     Returns how many runs were scrubbed."""
     if not event_ids:
         return 0
-    marks = ", ".join("?" * len(event_ids))
-    ids = list(event_ids)
-    runs = [run_id for (run_id,) in conn.execute(SELECT_RUNS_OF_EVENTS.format(marks=marks), ids)]
+    runs = runs_holding(conn, event_ids)
     gone = set(event_ids)
     for run_id in runs:
-        frozen = RunInput.model_validate_json(conn.execute(SELECT_INPUT, (run_id,)).fetchone()[0])
+        frozen = stored_input(conn, run_id)
         kept = frozen.model_copy(
             update={
                 "events": [event for event in frozen.events if event.id not in gone],
@@ -60,5 +83,6 @@ def forget_events(conn: sqlite3.Connection, event_ids: Collection[str], now: str
             }
         )
         conn.execute(SCRUB_RUN, (without_text(kept).model_dump_json(), now, run_id))
-    conn.execute(DELETE_SOURCES.format(marks=marks), ids)
+    ids = list(event_ids)
+    conn.execute(DELETE_SOURCES.format(marks=", ".join("?" * len(ids))), ids)
     return len(runs)
