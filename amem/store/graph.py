@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..db.rules import CURRENT_MEMORY
 from ..db.times import from_db_time
 from ..models import GraphCoverage, GraphEdge, GraphNode, GraphNodeType, MemoryGraph, SeedKind
 from .people import find_people
@@ -97,14 +98,14 @@ PEOPLE_WHEN = """
 select id, updated_at from people where persona = :persona and project = :project
   and id in (select value from json_each(:ids))
 """
-PINNED_MEMORIES = """
-select id from memories where persona = :persona and project = :project
-  and pinned = 1 and revoked_at is null and (invalid_at is null or invalid_at > :now)
+PINNED_MEMORIES = f"""
+select id from memories m where persona = :persona and project = :project
+  and pinned = 1 and {CURRENT_MEMORY} and (invalid_at is null or invalid_at > :now)
 order by valid_at desc, id limit :limit
 """
-NEWEST_MEMORIES = """
-select id from memories where persona = :persona and project = :project
-  and revoked_at is null and (invalid_at is null or invalid_at > :now)
+NEWEST_MEMORIES = f"""
+select id from memories m where persona = :persona and project = :project
+  and {CURRENT_MEMORY} and (invalid_at is null or invalid_at > :now)
 order by num desc limit :limit
 """
 IS_MEMORY = "select 1 from memories where id = ? and persona = ? and project = ?"
