@@ -33,8 +33,9 @@ from reporting import add_results_argument, write_results
 
 import amem
 from amem.server import session
-from amem.server.serve import call
-from amem.tools.table import INSTRUCTIONS, TOOLS, Served, tool_schema
+from amem.server.tools import call
+from amem.tools.instructions import INSTRUCTIONS
+from amem.tools.table import TOOLS, Served, tool_schema
 
 EVENTS: list[tuple[str, str, list[tuple[str, str, str]]]] = [
     # (role, text, [(memory text, quote, kind)])

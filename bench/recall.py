@@ -395,6 +395,7 @@ def insert_items(conn: sqlite3.Connection, rows: Sequence[tuple[Item, str, str]]
                     occurred_at_given=True,
                     ingested_at=now,
                     status="stored",
+                    person=None,
                     segmented=event_tokens,
                 ),
             )
