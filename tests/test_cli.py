@@ -363,6 +363,20 @@ def test_remember_offers_the_kinds_a_user_statement_may_have() -> None:
     assert set(KEYED_KINDS) == facts.KEYED_KINDS
 
 
+def test_persona_options_before_the_action_count(tmp_path: Path) -> None:
+    """``amem persona --db FILE --persona NAME set TEXT`` writes NAME's persona into FILE,
+    as the same options after the action would (never into the default database)."""
+    home = tmp_path / "home"
+    db = tmp_path / "m.db"
+    env = {"HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
+    before = ["persona", "--db", str(db), "--persona", "helper"]
+    assert cli_ok(*before, "set", "You are kind.", env=env) == "helper is now v1\n"
+    assert cli_ok("persona", "show", "helper", "--db", str(db), env=env) == (
+        "helper v1: You are kind.\n"
+    )
+    assert not (home / "data").exists(), "nothing went to the default database"
+
+
 def test_persona_show_set_history_rollback(tmp_path: Path) -> None:
     db = ["--db", str(tmp_path / "m.db"), *SCOPE]
     cli_ok("submit", TEXT, *db)  # `persona show` only reads: it needs a database

@@ -52,6 +52,17 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
+def inherited_options() -> argparse.ArgumentParser:
+    """The options every command takes, for an ACTION's parser: given after the ACTION
+    they count, and otherwise what the command read before it stands. (argparse would
+    set every option the ACTION's parser did not see to its default, so ``amem persona
+    --db FILE set TEXT`` would write to the default database instead of FILE.)"""
+    common = common_options()
+    for option in common._actions:
+        option.default = argparse.SUPPRESS
+    return common
+
+
 def settings_for(args: argparse.Namespace) -> Settings:
     from ..config import Settings
 

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypedDict
 
 from ..errors import InvalidInput, NotFound
-from .common import Command, common_options, handler
+from .common import Command, handler, inherited_options
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -209,17 +209,6 @@ def add_commands(command: Command) -> None:
         ),
     )
     remove.add_argument("person", metavar="PERSON", help=PERSON_HELP)
-
-
-def inherited_options() -> argparse.ArgumentParser:
-    """The options every command takes, for an ACTION's parser: given after the ACTION
-    they count, and otherwise what ``amem people`` read before it stands. (argparse would
-    set every option the ACTION's parser did not see to its default, so ``amem people
-    --db FILE add NAME`` would open the default database instead of FILE.)"""
-    common = common_options()
-    for option in common._actions:
-        option.default = argparse.SUPPRESS
-    return common
 
 
 def add_person_option(parser: argparse.ArgumentParser, what: str) -> None:

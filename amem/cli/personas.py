@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
-from .common import Command, answer, common_options, handler, read_text, settings_for
+from .common import Command, answer, handler, inherited_options, read_text, settings_for
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -81,7 +81,7 @@ def add_commands(command: Command) -> None:
         ),
     )
     actions = persona.add_subparsers(dest="action", metavar="ACTION")
-    common = common_options()
+    common = inherited_options()
     for name, run, summary in (
         (
             "show",
