@@ -58,6 +58,24 @@ def brief(event_id: str) -> str:
     return f"{event_id}：我住在杭州，喜欢喝龙井茶。"
 
 
+def entry_of(event_id: str) -> dict[str, str]:
+    """``event_id`` as ``host_ingest`` takes it: ``brief`` text, role and session."""
+    entry = {"event_id": event_id, "text": brief(event_id), "role": role(event_id)}
+    return entry | {"session": session(event_id)}
+
+
+def memory_of(event_id: str) -> dict[str, str]:
+    """A memory draft quoting ``event_id`` (the ID is in ``brief``'s text), with the basis
+    its role allows."""
+    user = role(event_id) == "user"
+    return {
+        "text": f"memory of {event_id}",
+        "quote": event_id,
+        "kind": "episode" if user else "observation",
+        "basis": "user_statement" if user else "assistant_expression",
+    }
+
+
 def role(event_id: str) -> str:
     return "assistant" if zlib.crc32(event_id.encode()) % 4 == 0 else "user"
 

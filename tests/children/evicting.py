@@ -14,7 +14,7 @@ import sys
 from functools import partial
 
 import anyio
-from common import PERSONA, PROJECT, brief, child_args, emit, role, session, wait_for_go
+from common import PERSONA, PROJECT, child_args, emit, entry_of, memory_of, wait_for_go
 
 import amem
 
@@ -25,20 +25,11 @@ async def main(db_path: str, prefix: str, count: int) -> None:
     async with amem.open(db_path, settings=amem.Settings()) as mem:
         scope = mem.scope(persona=PERSONA, project=PROJECT)
         ids = [f"{prefix}-{n}" for n in range(count)]
-        entries = [
-            {"event_id": i, "text": brief(i), "role": role(i), "session": session(i)} for i in ids
-        ]
+        entries = [entry_of(event_id) for event_id in ids]
         for start in range(0, count, SLICE):
             await scope.host_ingest(prefix, entries[start : start + SLICE], start=start)
         for event_id in ids:
-            user = role(event_id) == "user"
-            draft = {
-                "text": f"memory of {event_id}",
-                "quote": event_id,
-                "kind": "episode" if user else "observation",
-                "basis": "user_statement" if user else "assistant_expression",
-            }
-            await scope.add_memories(event_id, [draft])
+            await scope.add_memories(event_id, [memory_of(event_id)])
         emit("mark evicting")
         for start in range(0, count, SLICE):  # a call per slice, so a kill can land between
             done = await scope.evict(ids[start : start + SLICE], before="2999-01-01")

@@ -16,7 +16,17 @@ import sys
 from functools import partial
 
 import anyio
-from common import PERSONA, PROJECT, brief, child_args, emit, role, session, wait_for_go
+from common import (
+    PERSONA,
+    PROJECT,
+    brief,
+    child_args,
+    emit,
+    memory_of,
+    role,
+    session,
+    wait_for_go,
+)
 
 import amem
 
@@ -34,14 +44,7 @@ async def main(db_path: str, base_url: str, prefix: str, count: int, batch: int)
                 brief(event_id), role=role(event_id), event_id=event_id, session=session(event_id)
             )
             emit(f"ack {event_id} {receipt.seq} {int(receipt.duplicate)}")
-            user = role(event_id) == "user"
-            draft = {
-                "text": f"memory of {event_id}",
-                "quote": event_id,
-                "kind": "episode" if user else "observation",
-                "basis": "user_statement" if user else "assistant_expression",
-            }
-            [memory] = await scope.add_memories(event_id, [draft])
+            [memory] = await scope.add_memories(event_id, [memory_of(event_id)])
             emit(f"mark memory {memory.id} {event_id}")
         while (await scope.status()).coverage != 1.0:
             await anyio.sleep(POLL_SECONDS)
