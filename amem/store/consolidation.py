@@ -77,13 +77,21 @@ select next_seq, next_offset from consolidation_runs
 where persona = ? and project = ? and session is ? and status = 'applied'
 order by num desc limit 1
 """
-SELECT_SOURCES = """
-select id, seq, role, session, person, occurred_at, text from events
-where persona = :persona and project = :project and seq >= :seq
-  and (:session is null or session = :session) and category = 'conversation'
-  and evicted_at is null
+SOURCE_COLUMNS = "id, seq, role, session, person, occurred_at, text"
+SELECT_SESSION_SOURCES = f"""
+select {SOURCE_COLUMNS} from events
+where persona = :persona and project = :project and session = :session and seq >= :seq
+  and category = 'conversation' and evicted_at is null
 order by seq limit :limit
 """
+SELECT_SCOPE_SOURCES = f"""
+select {SOURCE_COLUMNS} from events not indexed
+where seq >= :seq and persona = :persona and project = :project
+  and category = 'conversation' and evicted_at is null
+order by seq limit :limit
+"""
+"""The events after a run's cursor: a session's through its index; the whole scope's
+from the cursor on, in ``seq`` order (the rowid), not by sorting every event of the scope."""
 MEMORY_COLUMNS = """
 id, event_id, text, kind, basis, subject, fact_key, tier, person, valid_at, invalid_at,
 revoked_at, pinned, about
@@ -165,7 +173,8 @@ def select_sources(
     cursor = conn.execute(SELECT_CURSOR, (persona, project, session)).fetchone()
     seq, offset = cursor if cursor is not None else (0, 0)
     params = {"persona": persona, "project": project, "seq": seq, "session": session}
-    rows = conn.execute(SELECT_SOURCES, {**params, "limit": max_chars + 1}).fetchall()
+    sql = SELECT_SCOPE_SOURCES if session is None else SELECT_SESSION_SOURCES
+    rows = conn.execute(sql, {**params, "limit": max_chars + 1}).fetchall()
     chosen: list[RunEvent] = []
     used = 0
     for event_id, event_seq, role, event_session, person, occurred_at, text in rows:
