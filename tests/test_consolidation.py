@@ -404,6 +404,42 @@ async def test_a_model_tidies_memory_over_mcp(
         assert await refused(s, "consolidation_prepare", {"max_chars": 10}) == "invalid_input"
 
 
+# --- several processes --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("texts", "outcomes"),
+    [
+        (("User planted tomatoes",) * 3, ["applied 0", "applied 1", "applied 1"]),
+        (("User planted tomatoes", "User gardens"), ["applied 0", "refused duplicate_conflict"]),
+    ],
+)
+async def test_processes_racing_over_one_run_apply_it_once(
+    anyio_backend: str, tmp_path: Path, texts: tuple[str, ...], outcomes: list[str]
+) -> None:
+    """Processes that prepare the same session at once get one run; applying it at once,
+    the first patch applies, the same patch again is a duplicate, another is refused."""
+    db_path = tmp_path / "memory.db"
+    async with amem.open(db_path, settings=amem.Settings()) as mem:
+        scope = mem.scope(common.PERSONA, common.PROJECT)
+        await scope.submit_event("I planted tomatoes today.", role="user", session="race")
+    async with common.spawner(anyio_backend, tmp_path) as spawn:
+        children = [await spawn.start("consolidation_racer.py", db_path, text) for text in texts]
+        for child in children:
+            await child.go()
+        runs = {tuple(await child.marked("prepared") or ()) for child in children}
+        assert len(runs) == 1, [child.describe() for child in children]
+        for child in children:
+            await child.send("apply")
+        for child in children:
+            await child.finish()
+    results = sorted(" ".join(m) for child in children for m in child.marks if m[0] != "prepared")
+    assert results == outcomes, [child.describe() for child in children]
+    [(count,)] = stored(db_path, "select count(*) from memories")
+    assert count == 1, "one memory, whoever won"
+    assert stored(db_path, "select status from consolidation_runs") == [("applied",)]
+
+
 # --- kill -9 ------------------------------------------------------------------------------
 
 ROUNDS = 8
