@@ -1760,9 +1760,10 @@ class Scope:
         """Move an event into ``person``'s relationship (None: no one's), with every
         memory derived from it, without copying anything. Its role, text and times stay
         as they were: an assistant's words stay the assistant's. Recorded with
-        ``reason``."""
+        ``reason``. A single-valued fact moves between the people's fact chains: it no
+        longer ends the old person's value, and ends the new person's earlier one."""
         return await self._write(
-            people.assign,
+            facts.reassign,
             require_name(event_id, "event_id"),
             optional_name(person, "person"),
             None if reason is None else require_text(reason, "reason", max_chars=MAX_NOTE_CHARS),

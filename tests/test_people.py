@@ -192,6 +192,35 @@ async def test_a_single_valued_fact_ends_only_the_same_persons_value(scope: amem
     assert current[moved.id] is None
 
 
+async def test_reassigning_a_fact_moves_it_between_the_peoples_fact_chains(
+    scope: amem.Scope,
+) -> None:
+    tom, anna = await tom_and_anna(scope)
+    keyed = {"kind": "fact", "subject": "user", "fact_key": "residence"}
+    berlin = await said(scope, "I live in Berlin", tom.id, valid_at="2026-01-01T00:00:00Z", **keyed)
+    rome = await said(scope, "I live in Rome", anna.id, valid_at="2026-02-01T00:00:00Z", **keyed)
+    oslo = await said(scope, "I live in Oslo", anna.id, valid_at="2026-03-01T00:00:00Z", **keyed)
+    paris = await said(scope, "I live in Paris", anna.id, valid_at="2026-04-01T00:00:00Z", **keyed)
+
+    def ends(listing: amem.Listing) -> dict[str, str | None]:
+        return {i.id: i.invalid_at and i.invalid_at.date().isoformat() for i in listing.items}
+
+    before = ends(await scope.list("memories", include_expired=True))
+    assert (before[rome.id], before[oslo.id], before[paris.id]) == (
+        "2026-03-01",
+        "2026-04-01",
+        None,
+    )
+    await scope.assign(oslo.event_id, tom.id, reason="Tom said it in the group chat")
+    after = ends(await scope.list("memories", include_expired=True))
+    assert after[rome.id] == "2026-04-01", "Oslo no longer ends Anna's Rome; her Paris does"
+    assert after[paris.id] is None
+    assert after[berlin.id] == "2026-03-01", "Oslo ends Tom's Berlin"
+    assert after[oslo.id] is None, "nothing of Tom's follows Oslo"
+    hits = await scope.recall("where does Tom live", person=tom.id)
+    assert [item.id for item in hits.items][:1] == [oslo.id]
+
+
 async def test_person_scoped_recall_list_and_pack(scope: amem.Scope) -> None:
     tom, anna = await tom_and_anna(scope)
     await said(scope, "My favourite colour is green", tom.id, kind="preference")

@@ -29,7 +29,7 @@ from ..db.rules import CURRENT_MEMORY
 from ..db.times import db_time, from_db_time
 from ..errors import InvalidInput, NotFound
 from ..inputs import parse_time
-from ..models import DEFAULT_TIERS, Emotion, MemoryDraft, MemoryRecord
+from ..models import DEFAULT_TIERS, Assignment, Emotion, MemoryDraft, MemoryRecord
 from ..search import index
 from ..search.text import is_function_word, surface_words
 from . import people
@@ -78,6 +78,10 @@ order by valid_at, coalesce(chain_order, num), id limit 1
 SELECT_CHAIN_ORDER = "select coalesce(chain_order, num) from memories where id = ?"
 SET_CHAIN_ORDER = "update memories set chain_order = ? where num = ?"
 CLOSE_INTERVAL = "update memories set invalid_at = ? where num = ?"
+SELECT_KEYED_OF_EVENT = f"""
+select num, subject, fact_key, valid_at, invalid_at, coalesce(chain_order, num) from memories m
+where event_id = ? and fact_key is not null and {CURRENT_MEMORY}
+"""
 SET_CUE = "update memories set cue_key = ? where num = ?"
 CUE_WORDS = 6
 MARK_EXTRACTED = """
@@ -277,24 +281,74 @@ def insert_memory(
             "valid_at": memory.valid_at,
             "order": num if chain_order is None else chain_order,
         }
-        row["invalid_at"] = place_in_chain(conn, key, num, memory)
+        row["invalid_at"] = place_in_chain(conn, key, num, memory.valid_at, memory.invalid_at)
     return memory_record(row)
 
 
 def place_in_chain(
-    conn: sqlite3.Connection, key: Mapping[str, object], num: int, memory: ValidMemory
+    conn: sqlite3.Connection,
+    key: Mapping[str, object],
+    num: int,
+    valid_at: str,
+    invalid_at: str | None,
 ) -> str | None:
     """Close the predecessor's interval, end this one at the successor; returns its end."""
     predecessor = conn.execute(SELECT_PREDECESSOR, key).fetchone()
     if predecessor is not None:
         pred_num, pred_end = predecessor
-        if pred_end is None or pred_end > memory.valid_at:
-            conn.execute(CLOSE_INTERVAL, (memory.valid_at, pred_num))
+        if pred_end is None or pred_end > valid_at:
+            conn.execute(CLOSE_INTERVAL, (valid_at, pred_num))
     successor = conn.execute(SELECT_SUCCESSOR, key).fetchone()
-    ends = [end for end in (memory.invalid_at, successor and successor[0]) if end is not None]
-    invalid_at = min(ends) if ends else None
-    if invalid_at != memory.invalid_at:
-        conn.execute(CLOSE_INTERVAL, (invalid_at, num))
+    ends = [end for end in (invalid_at, successor and successor[0]) if end is not None]
+    end = min(ends) if ends else None
+    if end != invalid_at:
+        conn.execute(CLOSE_INTERVAL, (end, num))
+    return end
+
+
+def reassign(
+    conn: sqlite3.Connection,
+    persona: str,
+    project: str,
+    event_id: str,
+    person: str | None,
+    reason: str | None,
+    now: str,
+) -> Assignment:
+    """``people.assign``, with the event's single-valued facts moved from the old person's
+    fact chains into the new person's: Tom's address, filed under Anna by mistake, no
+    longer ends Anna's, and now ends Tom's earlier one."""
+    moved = people.assign(conn, persona, project, event_id, person, reason, now)
+    if moved.previous == person:
+        return moved
+    for num, subject, fact_key, valid_at, invalid_at, order in conn.execute(
+        SELECT_KEYED_OF_EVENT, (event_id,)
+    ).fetchall():
+        fact = {"subject": subject, "fact_key": fact_key, "valid_at": valid_at, "order": order}
+        key = {"persona": persona, "project": project, "num": num, **fact}
+        end = leave_chain(conn, {**key, "person": moved.previous}, num, valid_at, invalid_at)
+        place_in_chain(conn, {**key, "person": person}, num, valid_at, end)
+    return moved
+
+
+def leave_chain(
+    conn: sqlite3.Connection,
+    key: Mapping[str, object],
+    num: int,
+    valid_at: str,
+    invalid_at: str | None,
+) -> str | None:
+    """Take a fact out of the chain ``key`` names: the predecessor it closed ends where
+    its successor starts again (or is open), and an end the successor set goes; returns
+    the fact's own end (one its source stated)."""
+    predecessor = conn.execute(SELECT_PREDECESSOR, key).fetchone()
+    successor = conn.execute(SELECT_SUCCESSOR, key).fetchone()
+    follows = None if successor is None else successor[0]
+    if predecessor is not None and predecessor[1] == valid_at:
+        conn.execute(CLOSE_INTERVAL, (follows, predecessor[0]))
+    if follows is not None and invalid_at == follows:
+        conn.execute(CLOSE_INTERVAL, (None, num))
+        return None
     return invalid_at
 
 
