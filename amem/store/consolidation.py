@@ -22,7 +22,7 @@ import hashlib
 import json
 import sqlite3
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -543,7 +543,7 @@ def apply(
     made: dict[str, str] = {}
     texts = iter(segmented)
     done = [
-        apply_entry(conn, persona, project, run, n, entry, made, texts, now, working_ttl)
+        apply_entry(conn, persona, project, n, entry, made, texts, now, working_ttl)
         for n, entry in enumerate(patch.entries)
     ]
     evicted: list[str] = []
@@ -611,14 +611,15 @@ def apply_entry(
     conn: sqlite3.Connection,
     persona: str,
     project: str,
-    run: ConsolidationRun,
     n: int,
     entry: Entry,
     made: dict[str, str],
-    texts: Iterable[str],
+    texts: Iterator[str],
     now: str,
     working_ttl: timedelta,
 ) -> AppliedEntry:
+    """Write entry ``n``: ``made`` maps ``new:N`` to the memories earlier entries made,
+    ``texts`` yields the segmented text of each memory the patch makes, in order."""
     ids = [made.get(name, name) for name in entry.ids]
     if entry.op in ("add", "summarise"):
         assert entry.source is not None
@@ -629,7 +630,7 @@ def apply_entry(
             project,
             entry.source,
             [entry.draft],
-            [next(iter(texts))],
+            [next(texts)],
             now,
             working_ttl=working_ttl,
         )
@@ -662,7 +663,7 @@ def merge(
     project: str,
     ids: Sequence[str],
     text: str | None,
-    texts: Iterable[str],
+    texts: Iterator[str],
     now: str,
     working_ttl: timedelta,
 ) -> AppliedEntry:
@@ -684,7 +685,7 @@ def merge(
             project,
             rows[0][1],
             parse_drafts([restated]),
-            [next(iter(texts))],
+            [next(texts)],
             now,
             working_ttl=working_ttl,
         )
