@@ -213,7 +213,6 @@ async def test_a_bad_patch_writes_nothing_and_the_run_can_be_retried(
         ({"entries": [{"op": "retract", "id": "mem_unknown"}]}, "not in this run"),
         ({"entries": [{"op": "upsert"}]}, "op is one of"),
         ({"entries": [], "evict": ["evt_elsewhere"]}, "not a source"),
-        ({"entries": []}, "empty"),
     ]:
         with pytest.raises(amem.InvalidInput, match=problem):
             await scope.apply_consolidation(run.id, bad)
@@ -251,6 +250,18 @@ async def test_a_memory_changed_after_prepare_fails_the_run(
     assert fresh.id != run.id
     assert [e.id for e in fresh.input.events] == [home]
     await scope.apply_consolidation(fresh.id, {"entries": [{"op": "retract", "id": cat.id}]})
+
+
+async def test_an_empty_patch_closes_a_run_with_nothing_to_change(scope: amem.Scope) -> None:
+    [home] = await said(scope, HOME)
+    run = await scope.prepare_consolidation()
+    assert [event.id for event in run.input.events] == [home]
+    done = await scope.apply_consolidation(run.id, {})  # reviewed: nothing to tidy
+    assert (done.entries, done.evicted, done.duplicate) == ([], [], False)
+    assert (await scope.consolidation_run(run.id)).status == "applied"
+    [tea] = await said(scope, TEA)
+    following = await scope.prepare_consolidation()
+    assert [event.id for event in following.input.events] == [tea], "it read on after it"
 
 
 async def test_an_oversized_message_is_paged_over_runs(scope: amem.Scope) -> None:

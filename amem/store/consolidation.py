@@ -442,8 +442,6 @@ def parse_patch(patch: object) -> Patch:
         raise InvalidInput(f"patch.entries must be a list of at most {MAX_ENTRIES} entries")
     if not isinstance(evict, list) or not all(isinstance(e, str) and e for e in evict):
         raise InvalidInput("patch.evict must be a list of event IDs")
-    if not entries and not evict:
-        raise InvalidInput("the patch is empty: give entries, evict or both")
     parsed = tuple(parse_entry(entry, n, entries) for n, entry in enumerate(entries))
     stated = json.dumps(
         {"entries": entries, "evict": evict}, sort_keys=True, ensure_ascii=False, default=str

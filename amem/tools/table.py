@@ -543,7 +543,7 @@ async def consolidation_apply(served: Served, args: ConsolidationApply) -> Any:
     summarise {source,text,quote}; merge {ids,text?}: duplicates, first survives;
     supersede {id,by}: by ends id; relate {from,to}; retract {id,reason?}.
     new:N names entry N's memory. evict: messages whose raw text may go.
-    A changed memory: version_conflict, prepare again."""
+    Nothing to change: patch {}. A changed memory: version_conflict, prepare again."""
     return await served.scope(args).apply_consolidation(**args.keywords())
 
 
