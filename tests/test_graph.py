@@ -271,3 +271,19 @@ async def test_explain_says_which_of_the_query_terms_an_item_holds(scope: amem.S
     assert "咖啡" not in item.matched
     with pytest.raises(amem.InvalidInput):
         await scope.recall("tea", explain="yes")
+
+
+async def test_two_nodes_of_the_last_hop_show_the_link_between_them(scope: amem.Scope) -> None:
+    event = await scope.submit_event("I moved to Suzhou and adopted a cat", role="user")
+    home, cat = await scope.add_memories(
+        event.event_id,
+        [
+            memory_draft("User lives in Suzhou", "I moved to Suzhou"),
+            memory_draft("User has a cat", "adopted a cat"),
+        ],
+    )
+    await scope.relate(home.id, cat.id)
+    graph = await scope.graph(seed=home.id, depth=1)
+    assert {n.id for n in graph.nodes} == {home.id, cat.id, event.event_id}
+    assert (cat.id, "derived_from", event.event_id) in links(graph), "both shown: linked"
+    assert graph.coverage.nodes_left_out == 0

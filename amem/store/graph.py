@@ -319,6 +319,7 @@ def memory_graph(
         frontier = [key for key in order if walk.admit(key, hop)]
         for link in found:
             walk.add_edge(link)
+    links_among_shown(walk, frontier)
     walk.left_nodes -= walk.nodes.keys()
     nodes = list(walk.nodes.values())
     edges = list(walk.edges.values())
@@ -342,6 +343,17 @@ def memory_graph(
             at_least=walk.at_least,
         ),
     )
+
+
+def links_among_shown(walk: Walk, last_hop: list[Key]) -> None:
+    """The edges between nodes of the last hop and other shown nodes: the walk went no
+    further from them, but two shown nodes that are linked show their link."""
+    beyond = walk.at_least  # links to nodes past the last hop are not counted as left out
+    for key in last_hop:
+        for link in walk.links(key):
+            if link.other in walk.nodes:
+                walk.add_edge(link)
+    walk.at_least = beyond
 
 
 def seed_nodes(
