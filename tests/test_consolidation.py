@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 from children import common
-from helpers import file_bytes
+from helpers import file_bytes, inspector_client
 from mcp_client import connect, ok, refused, server_backends
 
 import amem
@@ -386,6 +386,37 @@ async def test_runs_travel_in_archives(tmp_path: Path) -> None:
         assert await scope.consolidation_run(waiting.id) == waiting
         assert (await scope.consolidation_run(run.id)).status == "applied"
         assert (await scope.prepare_consolidation()).id == waiting.id
+
+
+@pytest.mark.one_backend
+async def test_the_inspector_shows_runs_what_they_froze_and_what_they_did(
+    mem: amem.Memory, scope: amem.Scope
+) -> None:
+    [home] = await said(scope, HOME)
+    applied = await scope.prepare_consolidation()
+    await scope.apply_consolidation(
+        applied.id, {"entries": [add(home, "User has a cat", "my cat Mochi")], "evict": [home]}
+    )
+    [tea] = await said(scope, "I drink <script>alert(1)</script> green tea every morning.")
+    waiting = await scope.prepare_consolidation()
+    await scope.record_attempt(waiting.id, {"entries": []}, {"code": "quote_mismatch"})
+    where = {"persona": scope.persona, "project": scope.project}
+    async with inspector_client(Path(mem.path)) as client:
+        listed = (await client.get("/runs", params=where)).text
+        assert listed.index(waiting.id) < listed.index(applied.id), "newest first"
+        assert "prepared" in listed
+        assert "applied" in listed
+        page = (await client.get("/run", params=where | {"id": waiting.id})).text
+        assert tea in page
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+        assert "<script>alert" not in page
+        assert "quote_mismatch" in page
+        done = (await client.get("/run", params=where | {"id": applied.id})).text
+        assert "not kept" in done
+        assert HOME not in done
+        assert f"Evicted: {home}" in done
+        missing = await client.get("/run", params=where | {"id": "run_nope"})
+        assert missing.status_code == 404
 
 
 # --- MCP ----------------------------------------------------------------------------------

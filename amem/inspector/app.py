@@ -45,6 +45,7 @@ from ..limits import (
     DEFAULT_GRAPH_DEPTH,
     DEFAULT_GRAPH_EDGES,
     DEFAULT_GRAPH_NODES,
+    DEFAULT_LIST_LIMIT,
     DEFAULT_READ_CHARS,
     MAX_GRAPH_DEPTH,
     MAX_QUERY_CHARS,
@@ -52,6 +53,7 @@ from ..limits import (
 )
 from ..recall import recall_memories, recalled_refs
 from ..recall.query import RecallQuery
+from ..store.consolidation import list_runs, load_run
 from ..store.graph import SEED_ITEMS, memory_graph
 from . import html, queries
 from .graph import Graph, neighbourhood
@@ -210,6 +212,17 @@ def create_app(path: Path, settings: Settings) -> Starlette:
             raise NotFound("no event with this id in this scope")
         return page_response(html.event(evidence, names, path=str(path), limit=limit))
 
+    async def runs(request: Request) -> Response:
+        persona, project = scope_of(request)
+        found = await reading(list_runs, persona, project, None, DEFAULT_LIST_LIMIT)
+        return page_response(html.runs(persona, project, found, path=str(path)))
+
+    async def run(request: Request) -> Response:
+        persona, project = scope_of(request)
+        run_id = require_name(request.query_params.get("id"), "id")
+        found = await reading(load_run, persona, project, run_id)
+        return page_response(html.run(found, path=str(path)))
+
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AmemError)
         status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 503)
@@ -225,6 +238,8 @@ def create_app(path: Path, settings: Settings) -> Starlette:
         Route("/memory", memory, methods=["GET"]),
         Route("/event", event, methods=["GET"]),
         Route("/graph", scope_graph, methods=["GET"]),
+        Route("/runs", runs, methods=["GET"]),
+        Route("/run", run, methods=["GET"]),
     ]
     return Starlette(
         routes=routes,

@@ -8,12 +8,14 @@ There is no JavaScript at all: links and GET forms do everything.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from html import escape
 from urllib.parse import urlencode
 
 from ..models import (
+    ConsolidationRun,
     Evidence,
     ListedEvent,
     ListedMemory,
@@ -116,6 +118,7 @@ TABS = (
     ("/people", "people"),
     ("/search", "search"),
     ("/graph", "graph"),
+    ("/runs", "runs"),
 )
 
 
@@ -585,6 +588,93 @@ def graph(
         drawn = "<p>Nothing matches this seed: the graph is empty.</p>"
     body = scope_nav(persona, project, "/graph") + form + drawn
     return layout(scope_title(persona, project), body, path=path)
+
+
+def runs(persona: str, project: str, found: list[ConsolidationRun], *, path: str) -> str:
+    """The scope's consolidation runs, newest first, each linked to its page."""
+    rows = [
+        (
+            link(href("/run", persona=persona, project=project, id=run.id), run.id),
+            flag(run.status, "" if run.status == "applied" else "muted"),
+            escape(run.session or "(the whole scope)"),
+            str(len(run.input.events)),
+            str(len(run.input.memories)),
+            "—" if run.result is None else str(len(run.result.entries)),
+            "—" if run.result is None else str(len(run.result.evicted)),
+            when(run.updated_at),
+        )
+        for run in found
+    ]
+    headings = ("run", "status", "session", "messages", "memories", "entries", "evicted", "at")
+    body = (
+        scope_nav(persona, project, "/runs")
+        + f"<p>The newest {len(found)} consolidation runs: what the host's model was given "
+        "(<code>prepare_consolidation</code>) and what its patch did "
+        "(<code>apply_consolidation</code>).</p>"
+        + (table(headings, rows) if rows else "<p>No consolidation run yet.</p>")
+    )
+    return layout(scope_title(persona, project), body, path=path)
+
+
+def run(found: ConsolidationRun, *, path: str) -> str:
+    """One consolidation run: its frozen messages and memories, the last rejected patch and
+    its error, and what the applied patch did."""
+    persona, project = found.persona, found.project
+    events = [
+        (
+            link(href("/event", persona=persona, project=project, id=e.id), e.id),
+            escape(e.role),
+            f"{e.offset}–{e.end} of {e.total}",
+            escape(e.text) if e.text is not None else flag("not kept", "muted"),
+        )
+        for e in found.input.events
+    ]
+    memories = [
+        (
+            link(href("/memory", persona=persona, project=project, id=m.id), m.id),
+            escape(m.kind),
+            escape(m.text) if m.text is not None else flag("not kept", "muted"),
+            f"<code>{escape(m.version)}</code>",
+        )
+        for m in found.input.memories
+    ]
+    attempt = (
+        "<h3>Last rejected patch</h3>"
+        f"<pre>{escape(json.dumps(found.candidate, ensure_ascii=False, indent=1))}</pre>"
+        f"<p>{escape(json.dumps(found.error, ensure_ascii=False))}</p>"
+        if found.candidate is not None or found.error is not None
+        else ""
+    )
+    body = (
+        scope_nav(persona, project, "/runs")
+        + f"<h2>Run {escape(found.id)}</h2>"
+        + f"<p>{flag(found.status)} session {escape(found.session or '(the whole scope)')}, "
+        f"prepared {when(found.created_at)}, last changed {when(found.updated_at)}"
+        + (", more messages wait for the next run" if found.input.more else "")
+        + ".</p><h3>Messages</h3>"
+        + (table(("message", "role", "characters", "text"), events) if events else "<p>None.</p>")
+        + "<h3>Memories</h3>"
+        + (table(("memory", "kind", "text", "version"), memories) if memories else "<p>None.</p>")
+        + attempt
+        + applied(found)
+    )
+    return layout(scope_title(persona, project), body, path=path)
+
+
+def applied(found: ConsolidationRun) -> str:
+    """What a run's applied patch did, entry by entry, and the messages it evicted."""
+    if found.result is None:
+        return ""
+    rows = [
+        (escape(entry.op), escape(entry.memory_id or ""), escape(", ".join(entry.ids)))
+        for entry in found.result.entries
+    ]
+    evicted = ", ".join(found.result.evicted)
+    return (
+        "<h3>Applied</h3>"
+        + (table(("op", "memory", "changed"), rows) if rows else "<p>Nothing to change.</p>")
+        + (f"<p>Evicted: {escape(evicted)}</p>" if evicted else "")
+    )
 
 
 def error(status: int, code: str, message: str, *, path: str) -> str:
