@@ -14,6 +14,7 @@ import signal
 import sqlite3
 from collections import Counter
 from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +311,23 @@ async def test_erasing_a_source_invalidates_the_run_and_scrubs_its_text(
     with anyio.fail_after(30):  # the words leave the file and its WAL once the writer idles
         while any(word in file_bytes(db_path) for word in (b"Hangzhou", b"green tea")):
             await anyio.sleep(0.2)
+
+
+async def test_an_expired_working_note_leaves_no_copy_in_a_run(scope: amem.Scope) -> None:
+    [home] = await said(scope, HOME)
+    note = {"text": "Checking the cat's vaccination card", "quote": "my cat Mochi"}
+    note |= {"kind": "observation", "basis": "inference", "tier": "working"}
+    [working] = await scope.add_memories(home, [note])
+    run = await scope.prepare_consolidation()
+    assert [m.text for m in run.input.memories] == [note["text"]]
+    assert working.expires_at is not None
+    done = await scope.consolidate(as_of=working.expires_at + timedelta(seconds=1))
+    assert done.deleted == [working.id]
+    [kept] = (await scope.consolidation_run(run.id)).input.memories
+    assert (kept.id, kept.text) == (working.id, None), "deleted for good, copies too"
+    with pytest.raises(amem.Conflict) as refused:
+        await scope.apply_consolidation(run.id, {"entries": [{"op": "retract", "id": working.id}]})
+    assert refused.value.code == "version_conflict"
 
 
 async def test_a_patch_evicts_the_raw_text_of_what_it_learned_from(

@@ -154,8 +154,10 @@ def apply(conn: sqlite3.Connection, persona: str, project: str, plan: Planner, n
 
 
 def remove_memories(conn: sqlite3.Connection, memory_ids: Sequence[str]) -> tuple[int, int, int]:
-    """Delete these memories' rows with their vectors, search rows and relation edges
-    (their events stay); returns how many vectors, search rows and edges went."""
+    """Delete these memories' rows with their vectors, search rows and relation edges, and
+    the consolidation runs' copies of their text (their events stay); returns how many
+    vectors, search rows and edges went."""
+    runs.forget_memories(conn, memory_ids)
     vectors = drop_vectors(conn, "memory", memory_ids)
     search_rows = index.remove_docs(conn, "memory", memory_ids)
     relations = 0

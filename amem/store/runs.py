@@ -56,6 +56,27 @@ def drop_event_text(conn: sqlite3.Connection, event_ids: Collection[str], now: s
         )
 
 
+SELECT_MEMORY_EVENTS = "select distinct event_id from memories where id in ({marks})"
+SET_INPUT = "update consolidation_runs set input = ? where id = ?"
+
+
+def forget_memories(conn: sqlite3.Connection, memory_ids: Collection[str]) -> None:
+    """Deleting these memories (an erasure, an expired working note): the runs that froze
+    them keep no copy of their text (a patch naming one is refused: its version is gone)."""
+    ids = list(memory_ids)
+    if not ids:
+        return
+    sql = SELECT_MEMORY_EVENTS.format(marks=", ".join("?" * len(ids)))
+    events = [event_id for (event_id,) in conn.execute(sql, ids)]
+    gone = set(ids)
+    for run_id in runs_holding(conn, events):
+        frozen = stored_input(conn, run_id)
+        kept = [m.model_copy(update={"text": None}) if m.id in gone else m for m in frozen.memories]
+        conn.execute(
+            SET_INPUT, (frozen.model_copy(update={"memories": kept}).model_dump_json(), run_id)
+        )
+
+
 def runs_holding(conn: sqlite3.Connection, event_ids: Collection[str]) -> list[str]:
     ids = list(event_ids)
     sql = SELECT_RUNS_OF_EVENTS.format(marks=", ".join("?" * len(ids)))
