@@ -1116,8 +1116,7 @@ class Scope:
         memory_id = optional_name(memory_id, "memory_id")
         if not isinstance(dry_run, bool):
             raise InvalidInput("dry_run must be true or false")
-        if not isinstance(include_copies, bool):
-            raise InvalidInput("include_copies must be true or false")
+        include_copies = require_bool(include_copies, "include_copies")
         if dry_run:
             return await self._read(
                 erasure.delete,
@@ -1198,8 +1197,7 @@ class Scope:
         selector = erase_selector(session, since, until, subject, fact_key, everything, person)
         if not isinstance(dry_run, bool):
             raise InvalidInput("dry_run must be true or false")
-        if not isinstance(include_copies, bool):
-            raise InvalidInput("include_copies must be true or false")
+        include_copies = require_bool(include_copies, "include_copies")
         if selector.person is not None:
             await self._read(people.load_person, selector.person)  # not_found for a stranger
         if dry_run:
@@ -1450,9 +1448,10 @@ class Scope:
         sources = await self._read(consolidation.select_sources, session, max_chars)
         neighbours: dict[str, None] = {}
         for event in sources.events[-consolidation.NEIGHBOUR_QUERIES :]:
-            found = await self.recall(
-                (event.text or " ")[:MAX_QUERY_CHARS], limit=consolidation.NEIGHBOURS
-            )
+            words = (event.text or "")[:MAX_QUERY_CHARS]
+            if not words.strip():
+                continue  # nothing to look for (a page of white space)
+            found = await self.recall(words, limit=consolidation.NEIGHBOURS)
             neighbours.update(dict.fromkeys(i.id for i in found.items if not i.raw_fallback))
         return await self._write(
             consolidation.prepare,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from ..db.rules import CURRENT_MEMORY, SHOWN_STATUS
 from ..db.times import from_db_time
@@ -157,7 +157,7 @@ def replays(stored: StoredEvent, event: NewEvent) -> bool:
     ``stored`` is evicted (its text is gone, so a replay is a duplicate that restores
     nothing)."""
     if stored.evicted_at is not None:
-        return payload(stored)[:-1] == payload(event)[:-1]
+        return payload(replace(stored, text=event.text)) == payload(event)
     return payload(stored) == payload(event)
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from ..db.in_lists import literals
 from ..db.schema import COUNT_ERASURE
 from ..errors import StorageError
 from ..models import Eviction, EvictionSkip, EvictionSkipReason
@@ -42,10 +43,10 @@ select persona, project, status, evicted_at, occurred_at, length(text),
 from events where id = ?
 """
 EVICT = "update events set text = '', evicted_at = ? where id = ? and evicted_at is null"
-SELECT_DERIVED = """
+SELECT_DERIVED = f"""
 select id, seq from events
 where persona = :persona and project = :project and evicted_at is null
-  and status in ('extracted', 'amended') and occurred_at < :before and seq > :after
+  and status in ({literals(DERIVED_STATUSES)}) and occurred_at < :before and seq > :after
 order by seq limit :limit
 """
 
