@@ -2,7 +2,8 @@
 
 AmemError (code: str)
   InvalidInput      invalid_input, invalid_time, quote_mismatch, role_violation,
-                    not_configured, path_not_allowed, port_unavailable
+                    not_configured, path_not_allowed, port_unavailable,
+                    unsupported_database
   Conflict          duplicate_conflict, version_conflict, erased, person_in_use
   NotFound          not_found, erased
   BudgetTooSmall    insufficient_budget

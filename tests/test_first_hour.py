@@ -86,6 +86,33 @@ def test_writing_commands_still_create_the_database_and_its_folders(tmp_path: Pa
     assert cli_ok("status", "--db", str(db)).startswith("scope default/default")
 
 
+URL = "postgresql://amem:s3cret@db.example/memory"
+
+
+@pytest.mark.parametrize("words", [["submit", "x"], ["status"], ["recall", "x"]])
+def test_a_database_url_is_refused_not_created_as_a_folder(
+    tmp_path: Path, words: list[str]
+) -> None:
+    for given in ({"args": ["--db", URL]}, {"env": {"AMEM_DB": URL}}):
+        result = amem_cli(*words, *given.get("args", []), cwd=tmp_path, env=given.get("env"))
+        assert result.returncode == 1
+        assert ONE_ERROR_LINE.fullmatch(result.stderr), result.stderr
+        assert result.stderr.startswith("amem: error: unsupported_database: ")
+        assert "s3cret" not in result.stderr
+        assert result.stdout == ""
+        assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.anyio
+async def test_opening_a_database_url_from_python_is_refused(tmp_path: Path) -> None:
+    with contextlib.chdir(tmp_path), pytest.raises(amem.InvalidInput) as refused:
+        async with amem.open(URL):
+            pass
+    assert refused.value.code == "unsupported_database"
+    assert "s3cret" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- every OS error is one amem error line ----------------------------------------------------
 
 

@@ -117,8 +117,10 @@ def database_path(args: argparse.Namespace, settings: Settings) -> Path:
     """``--db``, else ``$AMEM_DB``, else the platform default, with ``~`` expanded (a
     quoted ``--db=~/memory.db`` reaches amem unexpanded)."""
     from ..config import default_db_path
+    from ..db.database import refuse_url
 
     path = args.db or default_db_path(settings)
+    refuse_url(path)
     try:
         return Path(path).expanduser()
     except RuntimeError:  # ~name of a user without a home directory

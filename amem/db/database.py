@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
@@ -13,7 +14,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 import anyio
 import anyio.abc
 
-from ..errors import StorageError
+from ..errors import InvalidInput, StorageError
 from .drivers import Connection, connect
 from .schema import Reindex, check_existing, migrate
 from .writer import BEGIN_ATTEMPTS, Writer, is_busy, storage_error
@@ -136,6 +137,7 @@ def prepare_file(path: str | os.PathLike[str]) -> Path:
 
     A new file is created readable by its owner only; SQLite gives its WAL the same mode.
     """
+    refuse_url(path)
     path = Path(path).expanduser().absolute()
     if read_only_storage(path):
         raise StorageError(READ_ONLY, code="read_only")
@@ -151,6 +153,23 @@ def prepare_file(path: str | os.PathLike[str]) -> Path:
             code="read_only" if denied else "storage_error",
         ) from None
     return path
+
+
+URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/")
+"""A URL's scheme and colon (two letters at least: ``C:/`` is a Windows drive). ``Path``
+folds ``//`` to ``/``, so ``AMEM_DB=postgresql://...`` read into a ``Path`` still shows it."""
+
+
+def refuse_url(path: str | os.PathLike[str]) -> None:
+    """Refuse a database URL, which would otherwise be created as a folder of that name
+    (``postgresql:/user@host/db``). The URL is not echoed: it may hold a password."""
+    found = URL.match(os.fspath(path))
+    if found:
+        raise InvalidInput(
+            f"the database is given as a {found.group(1)}: URL; amem stores memory in a "
+            "SQLite file and takes its path (PostgreSQL is not supported yet)",
+            code="unsupported_database",
+        )
 
 
 def read_only_storage(path: Path) -> bool:
