@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import sqlite3
-from collections import Counter, defaultdict
+from collections import defaultdict
 from typing import NamedTuple
 
 from ..db.in_lists import marks
@@ -553,8 +553,12 @@ def term_counts(doc: Scanned, idf: dict[str, float], held: set[str]) -> list[tup
     """How often each query term stands in ``doc``: counted in a document read whole;
     in one read in part, scaled to its length, each term of ``held`` at least once."""
     # Count only the query's terms (a document holds a few among many words), in the
-    # order they first stand in it: the same sum, to the last bit, as counting all.
-    counts = Counter([word for word in doc.words if word in idf])
+    # order they first stand in it: the same sum, to the last bit, as counting all. A
+    # plain loop: a ``Counter`` costs three times as much on a document of a dozen words.
+    counts: dict[str, int] = {}
+    for word in doc.words:
+        if word in idf:
+            counts[word] = counts.get(word, 0) + 1
     if not doc.cut:
         return [(term, float(n)) for term, n in counts.items()]
     scale = doc.length / max(len(doc.words), 1)
