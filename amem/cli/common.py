@@ -63,6 +63,13 @@ def inherited_options() -> argparse.ArgumentParser:
     return common
 
 
+def keywords(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The options ``names`` as keyword arguments of the API call they are for: each such
+    option's ``dest`` is the name of the parameter it sets, as a tool's arguments are
+    (``tools.table.Args.keywords``)."""
+    return {name: getattr(args, name) for name in names}
+
+
 def settings_for(args: argparse.Namespace) -> Settings:
     from ..config import Settings
 
