@@ -30,7 +30,7 @@ BACKENDS = ("asyncio", "trio")
 
 Command = Callable[..., argparse.ArgumentParser]
 """``command(name, run, summary, text)``: adds the subcommand ``name``, which the async
-``run(args)`` handles, with the options every command takes (see ``app``)."""
+``run(args)`` handles, with the options every command takes (``command_adder``)."""
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -50,6 +50,23 @@ def common_options() -> argparse.ArgumentParser:
     common.add_argument("--backend", choices=BACKENDS, default="asyncio", help="event loop")
     common.add_argument("--json", action="store_true", help="print results as JSON")
     return common
+
+
+def command_adder(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+) -> Command:
+    """The ``command`` that adds a subcommand to ``subparsers``, taking the options of
+    ``common`` (``common_options``, or ``inherited_options`` for an ACTION)."""
+
+    def command(
+        name: str, run: Callable[[argparse.Namespace], Awaitable[int]], summary: str, text: str
+    ) -> argparse.ArgumentParser:
+        sub = subparsers.add_parser(name, help=summary, description=text, parents=[common])
+        sub.set_defaults(run=run, help_parser=sub)
+        return sub
+
+    return command
 
 
 def inherited_options() -> argparse.ArgumentParser:
