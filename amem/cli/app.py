@@ -17,7 +17,6 @@ import importlib.util
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ..errors import AmemError
 from ..version import __version__
@@ -34,7 +33,7 @@ from . import (
     serve,
     tiers,
 )
-from .common import Command, common_options
+from .common import Command, command_adder, common_options
 
 COMMANDS: tuple[Callable[[Command], None], ...] = (
     serve.add_commands,  # serve
@@ -118,15 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"amem {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    common = common_options()
-
-    def command(
-        name: str, run: Callable[..., Any], summary: str, text: str
-    ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=summary, description=text, parents=[common])
-        sub.set_defaults(run=run, help_parser=sub)
-        return sub
-
+    command = command_adder(commands, common_options())
     for add_commands in COMMANDS:
         add_commands(command)
     return parser

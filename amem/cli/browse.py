@@ -7,13 +7,17 @@ from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
 from ..limits import DEFAULT_LIST_LIMIT
-from .common import Command, answer, handler
+from .common import Command, answer, handler, keywords
 from .people import add_person_option, optional_person
 from .show import capacity_lines, listing_lines, scope_lines, status_lines
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
     from ..models import Capacity, Listing, ScopeSummary, Status
+
+LIST_FILTERS = ("kinds", "roles", "session", "since", "until", "tier")
+"""The filters ``list`` passes on to ``Scope.list`` as given (``--person`` is resolved to a
+person ID first)."""
 
 
 async def run_list(args: argparse.Namespace) -> int:
@@ -22,16 +26,7 @@ async def run_list(args: argparse.Namespace) -> int:
     if args.what != "scopes":
         await answer(args, list_page, listing_lines)
         return 0
-    filters = (
-        args.kinds,
-        args.roles,
-        args.session,
-        args.since,
-        args.until,
-        args.cursor,
-        args.tier,
-        args.person,
-    )
+    filters = [*keywords(args, *LIST_FILTERS, "cursor").values(), args.person]
     if any(value is not None for value in filters) or args.revoked or args.expired:
         raise InvalidInput("'amem list scopes' takes no filters and no cursor")
     await answer(args, list_scopes, lambda listed: scope_lines(listed["scopes"]))
@@ -41,16 +36,9 @@ async def run_list(args: argparse.Namespace) -> int:
 async def list_page(args: argparse.Namespace, _: Memory, scope: Scope) -> Listing:
     return await scope.list(
         args.what,
-        kinds=args.kinds,
-        roles=args.roles,
-        session=args.session,
-        since=args.since,
-        until=args.until,
+        **keywords(args, *LIST_FILTERS, "cursor", "limit"),
         include_revoked=args.revoked,
         include_expired=args.expired,
-        tier=args.tier,
-        cursor=args.cursor,
-        limit=args.limit,
         person=await optional_person(scope, args.person),
     )
 

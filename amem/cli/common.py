@@ -30,7 +30,7 @@ BACKENDS = ("asyncio", "trio")
 
 Command = Callable[..., argparse.ArgumentParser]
 """``command(name, run, summary, text)``: adds the subcommand ``name``, which the async
-``run(args)`` handles, with the options every command takes (see ``app``)."""
+``run(args)`` handles, with the options every command takes (``command_adder``)."""
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -52,6 +52,23 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
+def command_adder(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+) -> Command:
+    """The ``command`` that adds a subcommand to ``subparsers``, taking the options of
+    ``common`` (``common_options``, or ``inherited_options`` for an ACTION)."""
+
+    def command(
+        name: str, run: Callable[[argparse.Namespace], Awaitable[int]], summary: str, text: str
+    ) -> argparse.ArgumentParser:
+        sub = subparsers.add_parser(name, help=summary, description=text, parents=[common])
+        sub.set_defaults(run=run, help_parser=sub)
+        return sub
+
+    return command
+
+
 def inherited_options() -> argparse.ArgumentParser:
     """The options every command takes, for an ACTION's parser: given after the ACTION
     they count, and otherwise what the command read before it stands. (argparse would
@@ -61,6 +78,13 @@ def inherited_options() -> argparse.ArgumentParser:
     for option in common._actions:
         option.default = argparse.SUPPRESS
     return common
+
+
+def keywords(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The options ``names`` as keyword arguments of the API call they are for: each such
+    option's ``dest`` is the name of the parameter it sets, as a tool's arguments are
+    (``tools.table.Args.keywords``)."""
+    return {name: getattr(args, name) for name in names}
 
 
 def settings_for(args: argparse.Namespace) -> Settings:

@@ -19,7 +19,16 @@ from ..limits import (
     ROLES,
     SUBMITTABLE_CATEGORIES,
 )
-from .common import Command, dry_run_note, handler, opened, progress, read_text, show
+from .common import (
+    Command,
+    dry_run_note,
+    handler,
+    keywords,
+    opened,
+    progress,
+    read_text,
+    show,
+)
 from .options import add_confirmation
 from .people import add_person_option, optional_person
 from .show import (
@@ -53,6 +62,13 @@ STATED_KINDS = ("fact", "preference", "agreement", "growth", "episode", "observa
 from an assistant expression (``store.facts.check_basis``)."""
 KEYED_KINDS = ("fact", "preference")
 """The kinds that take a ``fact_key`` (``store.facts.KEYED_KINDS``)."""
+SUBMIT_OPTIONS = ("role", "event_id", "session", "source", "category", "occurred_at")
+"""The options ``submit`` passes on to ``Scope.submit_event`` as given."""
+RECALL_OPTIONS = ("limit", "mode", "as_of", "kinds", "exclude_event_ids", "exclude_from_seq")
+"""The options ``recall`` passes on to ``Scope.recall`` as given."""
+ERASE_SELECTORS = ("session", "since", "until", "subject", "fact_key")
+"""The selectors ``erase`` passes on to ``Scope.erase`` as given (``--person`` is resolved
+to a person ID first)."""
 
 
 def add_commands(command: Command) -> None:
@@ -261,12 +277,7 @@ def add_commands(command: Command) -> None:
 async def submit_event(args: argparse.Namespace, _: Memory, scope: Scope) -> EventReceipt:
     return await scope.submit_event(
         read_text(args.text),
-        role=args.role,
-        event_id=args.event_id,
-        session=args.session,
-        source=args.source,
-        category=args.category,
-        occurred_at=args.occurred_at,
+        **keywords(args, *SUBMIT_OPTIONS),
         person=await optional_person(scope, args.person),
     )
 
@@ -329,13 +340,8 @@ def remembered_line(done: Remembered) -> str:
 async def search(args: argparse.Namespace, _: Memory, scope: Scope) -> RecallResult:
     return await scope.recall(
         args.query,
-        limit=args.limit,
-        mode=args.mode,
-        as_of=args.as_of,
+        **keywords(args, *RECALL_OPTIONS),
         include_history=args.history,
-        kinds=args.kinds,
-        exclude_event_ids=args.exclude_event_ids,
-        exclude_from_seq=args.exclude_from_seq,
         person=await optional_person(scope, args.person),
     )
 
@@ -468,7 +474,7 @@ def deletion_lines(
 
 
 async def run_erase(args: argparse.Namespace) -> int:
-    selectors = (args.session, args.since, args.until, args.subject, args.fact_key, args.person)
+    selectors = [*keywords(args, *ERASE_SELECTORS).values(), args.person]
     if args.tombstones_from is None:
         async with opened(args) as (memory, scope):
             erased = await erase_events(args, memory, scope)
@@ -515,16 +521,10 @@ def eviction_lines(e: Eviction) -> str:
 
 async def erase_events(args: argparse.Namespace, _: Memory, scope: Scope) -> Erasure:
     return await scope.erase(
-        session=args.session,
-        since=args.since,
-        until=args.until,
-        subject=args.subject,
-        fact_key=args.fact_key,
+        **keywords(args, *ERASE_SELECTORS, "everything", "include_copies"),
         person=await optional_person(scope, args.person),
-        everything=args.everything,
         dry_run=not args.yes,
         progress=progress("erase"),
-        include_copies=args.include_copies,
     )
 
 

@@ -4,11 +4,10 @@ the other commands' ``--person`` names one of them (``chosen_person``)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypedDict
 
 from ..errors import InvalidInput, NotFound
-from .common import Command, handler, inherited_options
+from .common import Command, command_adder, handler, inherited_options
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -127,15 +126,7 @@ def add_commands(command: Command) -> None:
         ),
     )
     actions = people.add_subparsers(dest="action", metavar="ACTION")
-    common = inherited_options()
-
-    def action(
-        name: str, run: Callable[[argparse.Namespace], Awaitable[int]], summary: str, text: str
-    ) -> argparse.ArgumentParser:
-        sub = actions.add_parser(name, help=summary, description=text, parents=[common])
-        sub.set_defaults(run=run, help_parser=sub)
-        return sub
-
+    action = command_adder(actions, inherited_options())
     action(
         "list",
         handler(list_people, lambda found: people_lines(found, NO_PEOPLE)),

@@ -7,7 +7,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
-from .common import Command, answer, handler, inherited_options, read_text, settings_for
+from .common import (
+    Command,
+    answer,
+    command_adder,
+    handler,
+    inherited_options,
+    read_text,
+    settings_for,
+)
 
 if TYPE_CHECKING:
     from ..memory import Memory, Scope
@@ -81,7 +89,7 @@ def add_commands(command: Command) -> None:
         ),
     )
     actions = persona.add_subparsers(dest="action", metavar="ACTION")
-    common = inherited_options()
+    action = command_adder(actions, inherited_options())
     for name, run, summary in (
         (
             "show",
@@ -96,8 +104,7 @@ def add_commands(command: Command) -> None:
             "append a version equal to an old one",
         ),
     ):
-        sub = actions.add_parser(name, help=summary, description=summary, parents=[common])
-        sub.set_defaults(run=run, help_parser=sub)
+        sub = action(name, run, summary, summary)
         sub.add_argument("name", metavar="NAME", nargs="?", help="persona ID (default: --persona)")
         if name == "show":
             sub.add_argument("--version", type=int, dest="persona_version")

@@ -9,7 +9,7 @@ There is no JavaScript at all: links and GET forms do everything.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from html import escape
 from urllib.parse import urlencode
@@ -88,6 +88,17 @@ def pager(first: str | None, following: str | None) -> str:
     return f'<p class="pager">{"".join(links)}</p>' if links else ""
 
 
+def cursor_pager(
+    path: str, params: Mapping[str, object], limit: int, cursor: str | None, next_cursor: str | None
+) -> str:
+    """The pager of a list paged by cursor: its first page once past it (``cursor``), and
+    the page after this one when there is one."""
+    return pager(
+        href(path, **params, limit=limit) if cursor else None,
+        None if next_cursor is None else href(path, **params, cursor=next_cursor, limit=limit),
+    )
+
+
 def scopes(page: ScopesPage, *, path: str, limit: int, cursor: str | None) -> str:
     rows = [
         (
@@ -101,13 +112,10 @@ def scopes(page: ScopesPage, *, path: str, limit: int, cursor: str | None) -> st
         )
         for s in page.scopes
     ]
-    following = (
-        None if page.next_cursor is None else href("/", cursor=page.next_cursor, limit=limit)
-    )
     body = (
         f"<p>{page.total} scope{'s' * (page.total != 1)} with events or memories.</p>"
         + table(("scope", "persona", "project", "events", "current memories"), rows)
-        + pager(href("/", limit=limit) if cursor else None, following)
+        + cursor_pager("/", {}, limit, cursor, page.next_cursor)
     )
     return layout("Scopes", body, path=path)
 
@@ -212,12 +220,6 @@ def memories(
         if isinstance(m, ListedMemory)
     ]
     params = {"persona": persona, "project": project, "person": person_id, "as_of": as_of}
-    following = (
-        None
-        if listing.next_cursor is None
-        else href("/scope", **params, cursor=listing.next_cursor, limit=limit)
-    )
-    first = href("/scope", **params, limit=limit)
     body = (
         scope_nav(persona, project, "/scope")
         + form
@@ -236,7 +238,7 @@ def memories(
             ),
             rows,
         )
-        + pager(first if cursor else None, following)
+        + cursor_pager("/scope", params, limit, cursor, listing.next_cursor)
     )
     return layout(scope_title(persona, project), body, path=path)
 
@@ -271,12 +273,6 @@ def events(page: ListingPage, *, path: str, limit: int, cursor: str | None) -> s
         "project": project,
         "person": None if person is None else person.id,
     }
-    following = (
-        None
-        if listing.next_cursor is None
-        else href("/events", **params, cursor=listing.next_cursor, limit=limit)
-    )
-    first = href("/events", **params, limit=limit)
     whose = (
         ""
         if person is None
@@ -290,7 +286,7 @@ def events(page: ListingPage, *, path: str, limit: int, cursor: str | None) -> s
         + table(
             ("seq", "occurred at", "role", "person", "category", "session", "status", "text"), rows
         )
-        + pager(first if cursor else None, following)
+        + cursor_pager("/events", params, limit, cursor, listing.next_cursor)
     )
     return layout(scope_title(persona, project), body, path=path)
 
@@ -329,10 +325,7 @@ def people(
         )
         for c in page.people
     ]
-    params = {"persona": persona, "project": project, "limit": limit}
-    following = (
-        None if page.next_cursor is None else href("/people", **params, cursor=page.next_cursor)
-    )
+    params = {"persona": persona, "project": project}
     body = (
         scope_nav(persona, project, "/people")
         + f"<p>{page.total} {'person' if page.total == 1 else 'people'} in the scope's "
@@ -341,7 +334,7 @@ def people(
         + table(
             ("person", "aliases", "id", "events", "memories", "locale · timezone", "notes"), rows
         )
-        + pager(href("/people", **params) if cursor else None, following)
+        + cursor_pager("/people", params, limit, cursor, page.next_cursor)
     )
     return layout(scope_title(persona, project), body, path=path)
 

@@ -86,6 +86,12 @@ class Args(BaseModel):
         return {name: value for name, value in self if name not in Args.model_fields}
 
 
+# The arguments of a tool that takes none of its own. No docstring: pydantic would make it
+# the description of the tool's input schema.
+class ScopeOnly(Args):
+    pass
+
+
 @dataclass(frozen=True)
 class Served:
     """What the lifespan hands every tool call."""
@@ -394,12 +400,8 @@ async def extraction_retry(served: Served, args: ExtractionRetry) -> Any:
     return await served.scope(args).retry(**args.keywords())
 
 
-class MemoryStatus(Args):
-    pass
-
-
 @tool("Status")
-async def memory_status(served: Served, args: MemoryStatus) -> Any:
+async def memory_status(served: Served, args: ScopeOnly) -> Any:
     """Counts, extraction, vector status, capacity."""
     return await served.scope(args).status()
 
@@ -464,12 +466,8 @@ async def memory_compact_working(served: Served, args: MemoryCompactWorking) -> 
     return await served.scope(args).compact_working(**args.keywords())
 
 
-class PersonList(Args):
-    pass
-
-
 @tool("List people")
-async def person_list(served: Served, args: PersonList) -> Any:
+async def person_list(served: Served, args: ScopeOnly) -> Any:
     """The people this memory knows, with the IDs person arguments take."""
     scope = served.scope(args)
     listed = [
