@@ -973,6 +973,13 @@ class Scope:
         person = optional_name(person, "person")
         most = packs.memory_limit(budget)
         runtime = self._runtime
+
+        def recall_request(text: str) -> RecallQuery:
+            request, _ = self._recall_query(
+                text, limit=most, as_of=when, exclude_event_ids=exclude_event_ids, person=person
+            )
+            return request
+
         # Memories are recalled for the host's query, else for the checkpoint's goal and
         # steps: that checkpoint is read first only to embed its text outside any
         # transaction (one saved meanwhile is recalled by its words, in the snapshot).
@@ -981,26 +988,13 @@ class Scope:
             about = packs.recall_query(None, await self.checkpoint(session))
         embedded = None
         if about is not None:
-            first, _ = self._recall_query(
-                about,
-                limit=most,
-                as_of=when,
-                exclude_event_ids=exclude_event_ids,
-                person=person,
-            )
-            embedded, _ = await self._with_query_vector(first, "auto")
+            embedded, _ = await self._with_query_vector(recall_request(about), "auto")
         ran: list[tuple[RecallQuery, Recalled]] = []
 
         def recall(conn: sqlite3.Connection, text: str, agreements: int) -> list[RecallItem]:
             request = embedded
             if request is None or request.query != text:
-                request, _ = self._recall_query(
-                    text,
-                    limit=most,
-                    as_of=when,
-                    exclude_event_ids=exclude_event_ids,
-                    person=person,
-                )
+                request = recall_request(text)
             request = replace(request, limit=min(MAX_RECALL_LIMIT, most + agreements))
             found = recall_memories(
                 conn, request, runtime.matrices_for(request), runtime.term_counts

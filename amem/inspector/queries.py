@@ -184,20 +184,7 @@ def display_names(
 
 def events_query(limit: int, now: datetime, person: str | None = None) -> ListQuery:
     """Every event of a scope (of ``person``'s relationship, when given), newest first."""
-    return ListQuery(
-        what="events",
-        kinds=None,
-        roles=None,
-        session=None,
-        since=None,
-        until=None,
-        include_revoked=False,
-        include_expired=False,
-        tier=None,
-        limit=limit,
-        now=db_time(now),
-        person=person,
-    )
+    return ListQuery(what="events", limit=limit, now=db_time(now), person=person)
 
 
 def memories_query(
@@ -211,16 +198,11 @@ def memories_query(
     everything = as_of is None
     return ListQuery(
         what="memories",
-        kinds=None,
-        roles=None,
-        session=None,
-        since=None,
+        limit=limit,
+        now=db_time(now if as_of is None else as_of),
         until=None if as_of is None else db_time(as_of + ONE_MICROSECOND),
         include_revoked=everything,
         include_expired=everything,
-        tier=None,
-        limit=limit,
-        now=db_time(now if as_of is None else as_of),
         person=person,
     )
 

@@ -41,7 +41,7 @@ import sqlite3
 from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, TextIO
+from typing import Annotated, Any, TextIO
 
 from pydantic import (
     BaseModel,
@@ -124,6 +124,14 @@ class BadRow(Exception):
     never its stored text."""
 
 
+NonEmpty = Annotated[str, Field(min_length=1)]
+"""An ID, a name or a memory's words: never empty."""
+Counted = Annotated[int, Field(ge=1)]
+"""A row number, sequence number or version: they count from 1."""
+Offset = Annotated[int, Field(ge=0)]
+"""A position or count: from 0."""
+
+
 class Row(BaseModel):
     # No text cell is longer than the longest text amem accepts (an event's).
     model_config = ConfigDict(extra="forbid", strict=False, str_max_length=MAX_EVENT_CHARS)
@@ -167,24 +175,24 @@ class TombstoneRow(Times):
 
 
 class PersonRow(Times):
-    persona: str = Field(min_length=1)
-    project: str = Field(min_length=1)
-    id: str = Field(min_length=1)
-    display_name: str = Field(min_length=1)
+    persona: NonEmpty
+    project: NonEmpty
+    id: NonEmpty
+    display_name: NonEmpty
     aliases: list[str]
     locale: str | None
     timezone: str | None
     notes: str | None
-    version: int = Field(ge=1)
+    version: Counted
     created_at: str
     updated_at: str
 
 
 class EventRow(Times):
-    seq: int = Field(ge=1)
-    id: str = Field(min_length=1)
-    persona: str = Field(min_length=1)
-    project: str = Field(min_length=1)
+    seq: Counted
+    id: NonEmpty
+    persona: NonEmpty
+    project: NonEmpty
     session: str | None
     role: Role
     category: Category
@@ -209,23 +217,23 @@ class EventRow(Times):
 
 
 class PersonaRow(Times):
-    persona: str = Field(min_length=1)
-    version: int = Field(ge=1)
+    persona: NonEmpty
+    version: Counted
     text: str
     note: str | None
     created_at: str
 
 
 class MemoryRow(Times):
-    num: int = Field(ge=1)
-    id: str = Field(min_length=1)
+    num: Counted
+    id: NonEmpty
     persona: str
     project: str
     event_id: str
-    text: str = Field(min_length=1)
-    quote: str = Field(min_length=1)
-    quote_start: int = Field(ge=0)
-    quote_end: int = Field(ge=0)
+    text: NonEmpty
+    quote: NonEmpty
+    quote_start: Offset
+    quote_end: Offset
     kind: MemoryKind
     basis: Basis
     confidence: float = Field(ge=0, le=1, allow_inf_nan=False)
@@ -275,7 +283,7 @@ class RelationRow(Times):
 
 
 class CheckpointRow(Times):
-    num: int = Field(ge=1)
+    num: Counted
     persona: str
     project: str
     session: str
@@ -293,13 +301,13 @@ class CursorRow(Times):
     persona: str
     project: str
     instance: str
-    position: int = Field(ge=0)
+    position: Offset
     last_event_id: str | None
     updated_at: str
 
 
 class AssignmentRow(Times):
-    num: int = Field(ge=1)
+    num: Counted
     persona: str
     project: str
     event_id: str
@@ -315,13 +323,13 @@ class StateRow(Times):
     person: str
     """``''``: the scope's own state (``store.people.SCOPE_STATE``)."""
     data: dict[str, Any]
-    version: int = Field(ge=1)
+    version: Counted
     updated_at: str
 
 
 class RunRow(Times):
-    num: int = Field(ge=1)
-    id: str = Field(min_length=1)
+    num: Counted
+    id: NonEmpty
     persona: str
     project: str
     session: str | None
@@ -331,8 +339,8 @@ class RunRow(Times):
     error: Any = None
     result: dict[str, Any] | None = None
     digest: str | None = None
-    next_seq: int = Field(ge=0)
-    next_offset: int = Field(ge=0)
+    next_seq: Offset
+    next_offset: Offset
     created_at: str
     updated_at: str
 

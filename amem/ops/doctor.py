@@ -204,6 +204,17 @@ def verdict(name: str, problem: str | None, fix: str) -> DoctorCheck:
     return DoctorCheck(name=name, ok=ok, detail=problem or "ok", fix=None if ok else fix)
 
 
+def counted_rows(conn: sqlite3.Connection, queries: Iterable[tuple[str, str]]) -> str | None:
+    """The problem ``queries`` find (``(what, sql)`` pairs, the SQL counting the rows
+    that are ``what`` with the first one's ID), each kind found named; None when none."""
+    found = []
+    for what, sql in queries:
+        count, first = conn.execute(sql).fetchone()
+        if count:
+            found.append(f"{count} {what} (first: {first})")
+    return "; ".join(found) or None
+
+
 def pragma_check(
     conn: sqlite3.Connection, name: str, sql: str, healthy: list[str], fix: str
 ) -> DoctorCheck:
@@ -247,12 +258,7 @@ def row_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
 def ownership_check(conn: sqlite3.Connection) -> DoctorCheck:
     """Every person a row names is in its scope's registry, and a memory belongs to the
     person its source event belongs to."""
-    found = []
-    for what, sql in OWNERSHIP:
-        count, first = conn.execute(sql).fetchone()
-        if count:
-            found.append(f"{count} {what} (first: {first})")
-    return verdict("ownership", "; ".join(found) or None, OWNERSHIP_HINT)
+    return verdict("ownership", counted_rows(conn, OWNERSHIP), OWNERSHIP_HINT)
 
 
 def names_check(conn: sqlite3.Connection) -> DoctorCheck:
@@ -265,12 +271,7 @@ def names_check(conn: sqlite3.Connection) -> DoctorCheck:
 def orphan_check(conn: sqlite3.Connection) -> DoctorCheck:
     """Rows that lost what they belong to: correction events without their memory, memories
     a correction revoked without the link to it, links and memories pointing at nothing."""
-    found = []
-    for what, sql in ORPHANS:
-        count, first = conn.execute(sql).fetchone()
-        if count:
-            found.append(f"{count} {what} (first: {first})")
-    return verdict("orphans", "; ".join(found) or None, ORPHAN_HINT)
+    return verdict("orphans", counted_rows(conn, ORPHANS), ORPHAN_HINT)
 
 
 def text_check(conn: sqlite3.Connection) -> DoctorCheck:

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from ..db.rules import CURRENT_MEMORY
 from ..db.times import db_time, from_db_time
@@ -75,6 +75,23 @@ select valid_at {CHAIN}
   and (valid_at > :valid_at or (valid_at = :valid_at and coalesce(chain_order, num) > :order))
 order by valid_at, coalesce(chain_order, num), id limit 1
 """
+
+
+class ChainKey(TypedDict):
+    """Where a single-valued fact stands: its chain (scope, subject, fact key, person) and
+    its place in it (start, then order); ``num`` is the fact itself, left out of the chain.
+    The parameters of ``SELECT_PREDECESSOR`` and ``SELECT_SUCCESSOR``."""
+
+    persona: str
+    project: str
+    subject: str | None
+    fact_key: str
+    person: str | None
+    num: int
+    valid_at: str
+    order: int
+
+
 SELECT_CHAIN_ORDER = "select coalesce(chain_order, num) from memories where id = ?"
 SET_CHAIN_ORDER = "update memories set chain_order = ? where num = ?"
 CLOSE_INTERVAL = "update memories set invalid_at = ? where num = ?"
@@ -271,7 +288,7 @@ def insert_memory(
     if draft.fact_key is not None:
         if chain_order is not None:
             conn.execute(SET_CHAIN_ORDER, (chain_order, num))
-        key = {
+        key: ChainKey = {
             "persona": event.persona,
             "project": event.project,
             "subject": draft.subject,
@@ -281,28 +298,22 @@ def insert_memory(
             "valid_at": memory.valid_at,
             "order": num if chain_order is None else chain_order,
         }
-        row["invalid_at"] = place_in_chain(conn, key, num, memory.valid_at, memory.invalid_at)
+        row["invalid_at"] = place_in_chain(conn, key, memory.invalid_at)
     return memory_record(row)
 
 
-def place_in_chain(
-    conn: sqlite3.Connection,
-    key: Mapping[str, object],
-    num: int,
-    valid_at: str,
-    invalid_at: str | None,
-) -> str | None:
+def place_in_chain(conn: sqlite3.Connection, key: ChainKey, invalid_at: str | None) -> str | None:
     """Close the predecessor's interval, end this one at the successor; returns its end."""
     predecessor = conn.execute(SELECT_PREDECESSOR, key).fetchone()
     if predecessor is not None:
         pred_num, pred_end = predecessor
-        if pred_end is None or pred_end > valid_at:
-            conn.execute(CLOSE_INTERVAL, (valid_at, pred_num))
+        if pred_end is None or pred_end > key["valid_at"]:
+            conn.execute(CLOSE_INTERVAL, (key["valid_at"], pred_num))
     successor = conn.execute(SELECT_SUCCESSOR, key).fetchone()
     ends = [end for end in (invalid_at, successor and successor[0]) if end is not None]
     end = min(ends) if ends else None
     if end != invalid_at:
-        conn.execute(CLOSE_INTERVAL, (end, num))
+        conn.execute(CLOSE_INTERVAL, (end, key["num"]))
     return end
 
 
@@ -324,30 +335,32 @@ def reassign(
     for num, subject, fact_key, valid_at, invalid_at, order in conn.execute(
         SELECT_KEYED_OF_EVENT, (event_id,)
     ).fetchall():
-        fact = {"subject": subject, "fact_key": fact_key, "valid_at": valid_at, "order": order}
-        key = {"persona": persona, "project": project, "num": num, **fact}
-        end = leave_chain(conn, {**key, "person": moved.previous}, num, valid_at, invalid_at)
-        place_in_chain(conn, {**key, "person": person}, num, valid_at, end)
+        key: ChainKey = {
+            "persona": persona,
+            "project": project,
+            "subject": subject,
+            "fact_key": fact_key,
+            "person": moved.previous,
+            "num": num,
+            "valid_at": valid_at,
+            "order": order,
+        }
+        end = leave_chain(conn, key, invalid_at)
+        place_in_chain(conn, {**key, "person": person}, end)
     return moved
 
 
-def leave_chain(
-    conn: sqlite3.Connection,
-    key: Mapping[str, object],
-    num: int,
-    valid_at: str,
-    invalid_at: str | None,
-) -> str | None:
+def leave_chain(conn: sqlite3.Connection, key: ChainKey, invalid_at: str | None) -> str | None:
     """Take a fact out of the chain ``key`` names: the predecessor it closed ends where
     its successor starts again (or is open), and an end the successor set goes; returns
     the fact's own end (one its source stated)."""
     predecessor = conn.execute(SELECT_PREDECESSOR, key).fetchone()
     successor = conn.execute(SELECT_SUCCESSOR, key).fetchone()
     follows = None if successor is None else successor[0]
-    if predecessor is not None and predecessor[1] == valid_at:
+    if predecessor is not None and predecessor[1] == key["valid_at"]:
         conn.execute(CLOSE_INTERVAL, (follows, predecessor[0]))
     if follows is not None and invalid_at == follows:
-        conn.execute(CLOSE_INTERVAL, (None, num))
+        conn.execute(CLOSE_INTERVAL, (None, key["num"]))
         return None
     return invalid_at
 

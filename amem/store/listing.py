@@ -35,22 +35,23 @@ from ..models import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListQuery:
-    """What ``Scope.list`` was asked for, validated; times in their stored form."""
+    """What ``Scope.list`` was asked for, validated; times in their stored form. A filter
+    left out (None, False) filters nothing."""
 
     what: ListTarget
-    kinds: frozenset[str] | None
-    roles: frozenset[str] | None
-    session: str | None
-    since: str | None
-    until: str | None
-    include_revoked: bool
-    include_expired: bool
-    tier: str | None
     limit: int
     now: str
     """The time ``expired`` is judged at."""
+    kinds: frozenset[str] | None = None
+    roles: frozenset[str] | None = None
+    session: str | None = None
+    since: str | None = None
+    until: str | None = None
+    include_revoked: bool = False
+    include_expired: bool = False
+    tier: str | None = None
     person: str | None = None
     """Only this person's events, and memories derived from them or about them."""
 
