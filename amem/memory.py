@@ -140,7 +140,7 @@ from .pipeline import Pipeline
 from .reads import Read, Reads
 from .recall import Recalled, recall_memories, recalled_refs
 from .recall.lexical import TermCounts
-from .recall.query import RecallQuery
+from .recall.query import RecallQuery, aging
 from .search import index
 from .search.text import segment_off_loop
 from .store import (
@@ -807,9 +807,7 @@ class Scope:
             kinds=None if wanted is None else frozenset(wanted),
             exclude_event_ids=excluded,
             exclude_from_seq=exclude_from_seq,
-            half_life_days=settings.freshness_half_life_days,
-            fade_after_days=settings.fade_after_days,
-            coarsen_after_days=settings.coarsen_after_days,
+            **aging(settings),
             person=optional_name(person, "person"),
         )
         return request, mode

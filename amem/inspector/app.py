@@ -52,7 +52,7 @@ from ..limits import (
     MAX_RECALL_LIMIT,
 )
 from ..recall import recall_memories, recalled_refs
-from ..recall.query import RecallQuery
+from ..recall.query import RecallQuery, aging
 from ..store.consolidation import list_runs, load_run
 from ..store.graph import SEED_ITEMS, memory_graph
 from . import html, queries
@@ -165,9 +165,7 @@ def create_app(path: Path, settings: Settings) -> Starlette:
             limit=limit,
             as_of=as_of,
             include_history=history,
-            half_life_days=settings.freshness_half_life_days,
-            fade_after_days=settings.fade_after_days,
-            coarsen_after_days=settings.coarsen_after_days,
+            **aging(settings),
         )
 
     async def memory(request: Request) -> Response:

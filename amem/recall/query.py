@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, TypedDict
 
 from ..db import in_lists
 from ..db.rules import CURRENT_MEMORY, PERSON_MEMORY
 from ..db.times import db_time
 from ..llm.embeddings import Vector
 from ..store.facts import valid_as_of
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,22 @@ class RecallQuery:
     None: their documents count their names as said."""
     explain: bool = False
     """Whether each item lists the query's terms it holds (``RecallItem.matched``)."""
+
+
+class Aging(TypedDict):
+    half_life_days: float
+    fade_after_days: float
+    coarsen_after_days: float
+
+
+def aging(settings: Settings) -> Aging:
+    """How ``settings`` age what recall shows, as ``RecallQuery``'s fields: how fast
+    freshness halves, and after how long episodes fade and their times coarsen."""
+    return Aging(
+        half_life_days=settings.freshness_half_life_days,
+        fade_after_days=settings.fade_after_days,
+        coarsen_after_days=settings.coarsen_after_days,
+    )
 
 
 # Point lookups by ID or event: the unary + keeps SQLite from preferring the scope index
