@@ -22,11 +22,16 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio  # noqa: F401  (imported so a missing trio is an error, never a skip)
+from helpers import inspector_client
 
 import amem
+
+if TYPE_CHECKING:
+    import httpx
 
 BACKENDS = ("asyncio", "trio")
 
@@ -82,3 +87,11 @@ async def mem(db_path: Path) -> AsyncIterator[amem.Memory]:
 @pytest.fixture
 def scope(mem: amem.Memory) -> amem.Scope:
     return mem.scope(persona="assistant", project="support")
+
+
+@pytest.fixture
+async def client(sample: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """The inspector's app over ``sample.path``, through an HTTP client in process: for a
+    module whose own ``sample`` fixture fills a database file to inspect."""
+    async with inspector_client(sample.path) as client:
+        yield client

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import html
 import io
 import os
@@ -29,6 +30,7 @@ from amem.db.schema import V1
 
 if TYPE_CHECKING:
     import httpx
+    from playwright.sync_api import Page
 
 T = TypeVar("T")
 
@@ -118,6 +120,14 @@ def cli_ok(*args: str | Path, **options: Any) -> str:
     assert result.returncode == 0, result.stderr
     assert "error" not in result.stderr
     return result.stdout
+
+
+def help_text(*command: str) -> str:
+    """What ``amem COMMAND --help`` prints (it must succeed), its white space folded into
+    single spaces: argparse wraps lines where the terminal's width says."""
+    result = amem_cli(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    return " ".join(result.stdout.split())
 
 
 # --- writing through the API ---------------------------------------------------------------
@@ -257,6 +267,39 @@ def chromium() -> str:
     if found is None:
         pytest.fail(INSTALL_CHROMIUM)
     return found
+
+
+@contextlib.contextmanager
+def inspector_in_chromium(*args: str) -> Iterator[tuple[Page, str]]:
+    """``amem inspect ARGS`` as a real process, read by Debian's chromium (headless, through
+    Playwright's sync API: its async API is asyncio-only): a 1280x900 page, and the URL the
+    inspector announced. After the block the inspector is interrupted, and no page may have
+    opened a dialog (a script ran)."""
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium()
+    process = inspect_process(*args)
+    dialogs: list[str] = []
+    try:
+        start = announced_url(process)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=executable, headless=True)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+            yield page, start
+            browser.close()
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+    assert dialogs == []  # no script ran
+
+
+def fingerprint(path: Path) -> dict[str, str]:
+    """The database file's bytes and its WAL's (missing and empty alike: SQLite may leave
+    an empty WAL beside a file read in WAL mode)."""
+    wal = Path(f"{path}-wal")
+    content = {"db": path.read_bytes(), "wal": wal.read_bytes() if wal.exists() else b""}
+    return {name: hashlib.sha256(data).hexdigest() for name, data in content.items()}
 
 
 # --- reading a database file outside amem --------------------------------------------------

@@ -184,6 +184,11 @@ async def connect(db: Path, backend: str, log: Path) -> AsyncIterator[ClientSess
         yield session
 
 
+async def tools_by_name(session: ClientSession) -> dict[str, types.Tool]:
+    """The server's tools (``tools/list``), by name."""
+    return {tool.name: tool for tool in (await session.list_tools()).tools}
+
+
 def text_of(result: types.CallToolResult) -> str:
     [content] = result.content
     assert isinstance(content, types.TextContent)

@@ -22,7 +22,7 @@ import anyio
 import pytest
 from children import common
 from helpers import file_bytes, inspector_client
-from mcp_client import connect, ok, refused, server_backends
+from mcp_client import connect, ok, refused, server_backends, tools_by_name
 
 import amem
 
@@ -445,7 +445,7 @@ async def test_a_model_tidies_memory_over_mcp(
     anyio_backend: str, server_backend: str, tmp_path: Path
 ) -> None:
     async with connect(tmp_path / "m.db", server_backend, tmp_path / "server.log") as s:
-        tools = {tool.name: tool for tool in (await s.list_tools()).tools}
+        tools = await tools_by_name(s)
         assert tools["consolidation_apply"].annotations.destructiveHint is True  # type: ignore[union-attr]
         assert "version_conflict" in (tools["consolidation_apply"].description or "")
         event = (await ok(s, "event_submit", text=HOME, role="user", session="chat"))["event_id"]
@@ -506,10 +506,9 @@ ROUNDS = 8
 
 
 async def test_runs_killed_mid_prepare_or_apply_are_whole_or_absent(
-    anyio_backend: str, tmp_path: Path
+    anyio_backend: str, tmp_path: Path, db_path: Path
 ) -> None:
     rng = random.Random(f"consolidation/{anyio_backend}")
-    db_path = tmp_path / "memory.db"
     acked: set[str] = set()
     async with common.spawner(anyio_backend, tmp_path) as spawn:
         for number in range(ROUNDS):

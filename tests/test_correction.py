@@ -15,10 +15,14 @@ pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.
 JUN, SEP = "2026-06-01T00:00:00Z", "2026-09-01T00:00:00Z"
 
 
+async def user_fact(scope: amem.Scope, said: str, quote: str, key: str) -> amem.MemoryRecord:
+    """Event ``e-1`` saying ``said``, and the user's fact under ``fact_key`` ``key`` quoting
+    ``quote`` from it."""
+    return await remember(scope, "e-1", said, quote, subject="user", fact_key=key)
+
+
 async def test_correction_replaces_the_mistaken_memory(scope: amem.Scope) -> None:
-    wrong = await remember(
-        scope, "e-1", "I live in Suzhou", "Suzhou", subject="user", fact_key="residence"
-    )
+    wrong = await user_fact(scope, "I live in Suzhou", "Suzhou", "residence")
     fixed = await scope.correct(wrong.id, "User lives in Hangzhou", reason="misheard")
     assert fixed.revoked_id == wrong.id
     assert fixed.amended_event_id == "e-1"
@@ -53,18 +57,14 @@ async def test_a_correction_records_its_lineage(db_path: Path, scope: amem.Scope
 
 
 async def test_a_correction_can_move_the_start(scope: amem.Scope) -> None:
-    wrong = await remember(
-        scope, "e-1", "I live in Suzhou", "Suzhou", subject="user", fact_key="residence"
-    )
+    wrong = await user_fact(scope, "I live in Suzhou", "Suzhou", "residence")
     fixed = await scope.correct(wrong.id, "User lives in Hangzhou", valid_at=JUN)
     assert fixed.memory.valid_at.isoformat() == "2026-06-01T00:00:00+00:00"
     assert (await scope.recall("Hangzhou", as_of="2026-03-01T00:00:00Z")).items == []
 
 
 async def test_a_revoked_memory_never_comes_back(scope: amem.Scope) -> None:
-    wrong = await remember(
-        scope, "e-1", "I live in Suzhou", "Suzhou", subject="user", fact_key="residence"
-    )
+    wrong = await user_fact(scope, "I live in Suzhou", "Suzhou", "residence")
     other = await remember(scope, "e-2", "I like Suzhou noodles", "Suzhou noodles")
     await scope.correct(wrong.id, "User lives in Hangzhou")
     for history in (False, True):
@@ -82,14 +82,7 @@ async def test_a_revoked_memory_never_comes_back(scope: amem.Scope) -> None:
 
 
 async def test_a_corrected_message_is_found_as_history(scope: amem.Scope) -> None:
-    wrong = await remember(
-        scope,
-        "e-1",
-        "I have a cat named Mochi",
-        "a cat named Mochi",
-        subject="user",
-        fact_key="pet",
-    )
+    wrong = await user_fact(scope, "I have a cat named Mochi", "a cat named Mochi", "pet")
     fixed = await scope.correct(wrong.id, "User has a cat named Mocha", reason="misspelt")
     assert (await scope.recall("Mochi", as_of=SEP)).items == []
     [said] = (await scope.recall("Mochi", as_of=SEP, include_history=True)).items

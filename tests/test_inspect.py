@@ -4,14 +4,12 @@ real command on a socket) and in a real headless chromium."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import re
 import signal
 import socket
 import sqlite3
 import struct
 import zlib
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,10 +20,11 @@ import pytest
 from helpers import (
     amem_cli,
     announced_url,
-    chromium,
     every_page,
+    fingerprint,
+    help_text,
     inspect_process,
-    inspector_client,
+    inspector_in_chromium,
     linked_ids,
     next_page,
     remember,
@@ -100,12 +99,6 @@ async def fill(path: Path) -> Sample:
 @pytest.fixture
 async def sample(db_path: Path) -> Sample:
     return await fill(db_path)
-
-
-@pytest.fixture
-async def client(sample: Sample) -> AsyncIterator[httpx.AsyncClient]:
-    async with inspector_client(sample.path) as client:
-        yield client
 
 
 async def test_scopes_page_lists_every_scope_with_its_counts(client: httpx.AsyncClient) -> None:
@@ -357,14 +350,6 @@ async def test_other_host_names_are_refused(client: httpx.AsyncClient) -> None:
     assert response.status_code == 400
 
 
-def fingerprint(path: Path) -> dict[str, str]:
-    """The database file's bytes and its WAL's (missing and empty alike: SQLite may leave
-    an empty WAL beside a file read in WAL mode)."""
-    wal = Path(f"{path}-wal")
-    content = {"db": path.read_bytes(), "wal": wal.read_bytes() if wal.exists() else b""}
-    return {name: hashlib.sha256(data).hexdigest() for name, data in content.items()}
-
-
 async def test_a_session_of_requests_changes_nothing_in_the_file(
     client: httpx.AsyncClient, sample: Sample
 ) -> None:
@@ -424,9 +409,7 @@ async def test_a_schema_it_does_not_read_is_refused_unchanged(
 
 
 def test_the_command_explains_itself() -> None:
-    result = amem_cli("inspect", "--help")
-    assert result.returncode == 0, result.stderr
-    out = " ".join(result.stdout.split())  # argparse wraps lines
+    out = help_text("inspect")
     for text in ("--port", "--open", "127.0.0.1", "read-only", "never created, never migrated"):
         assert text in out, text
 
@@ -496,70 +479,55 @@ def png_facts(data: bytes) -> tuple[int, int, int]:
 
 
 def test_pages_in_a_real_browser(tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
-    executable = chromium()
     path = tmp_path / "memory.db"
     sample = anyio.run(fill, path)
     before = fingerprint(path)
-    process = inspect_process("--db", str(path))
-    dialogs: list[str] = []
-    try:
-        start = announced_url(process)
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=executable, headless=True)
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    with inspector_in_chromium("--db", str(path)) as (page, start):
 
-            def shot(name: str) -> str:
-                """The page's text when its screenshot is taken; the screenshot checked."""
-                data = page.screenshot(path=tmp_path / f"{name}.png", full_page=True)
-                width, height, values = png_facts(data)
-                assert width == 1280, name
-                assert height >= 300, name
-                assert values > 20, name  # text and tables, not a blank page
-                assert len(data) > 10_000, name
-                return page.inner_text("body")
+        def shot(name: str) -> str:
+            """The page's text when its screenshot is taken; the screenshot checked."""
+            data = page.screenshot(path=tmp_path / f"{name}.png", full_page=True)
+            width, height, values = png_facts(data)
+            assert width == 1280, name
+            assert height >= 300, name
+            assert values > 20, name  # text and tables, not a blank page
+            assert len(data) > 10_000, name
+            return page.inner_text("body")
 
-            def submit(link: str, field: str, value: str, button: str, name: str) -> str:
-                """Follow ``link``, fill in ``field``, press ``button``: ``shot(name)``."""
-                page.get_by_role("link", name=link).click()
-                page.fill(f"input[name={field}]", value)
-                page.get_by_role("button", name=button).click()
-                return shot(name)
+        def submit(link: str, field: str, value: str, button: str, name: str) -> str:
+            """Follow ``link``, fill in ``field``, press ``button``: ``shot(name)``."""
+            page.get_by_role("link", name=link).click()
+            page.fill(f"input[name={field}]", value)
+            page.get_by_role("button", name=button).click()
+            return shot(name)
 
-            page.goto(start)
-            text = shot("scopes")
-            assert "assistant / support" in text
-            assert "graph / big" in text
+        page.goto(start)
+        text = shot("scopes")
+        assert "assistant / support" in text
+        assert "graph / big" in text
 
-            text = submit("assistant / support", "as_of", "2026-03-01T00:00:00Z", "show", "as-of")
-            assert "Memories valid at 2026-03-01T00:00:00Z" in text
-            assert "User said: I moved to Hangzhou" in text
-            assert "I live in Suzhou" not in text
-            assert f"User said: {SCRIPT}" in text  # shown as text, never run
+        text = submit("assistant / support", "as_of", "2026-03-01T00:00:00Z", "show", "as-of")
+        assert "Memories valid at 2026-03-01T00:00:00Z" in text
+        assert "User said: I moved to Hangzhou" in text
+        assert "I live in Suzhou" not in text
+        assert f"User said: {SCRIPT}" in text  # shown as text, never run
 
-            page.get_by_role("link", name="events").click()
-            text = shot("events")
-            assert "coffee note 23: I drank coffee" in text
-            page.get_by_role("link", name="next page »").click()
-            assert "I moved to Hangzhou" in shot("events-2")  # the oldest event
+        page.get_by_role("link", name="events").click()
+        text = shot("events")
+        assert "coffee note 23: I drank coffee" in text
+        page.get_by_role("link", name="next page »").click()
+        assert "I moved to Hangzhou" in shot("events-2")  # the oldest event
 
-            text = submit("search", "q", "where do I live", "search", "search")
-            assert "User said: I live in Suzhou" in text
-            assert "lexical" in text
-            assert "freshness" in text
+        text = submit("search", "q", "where do I live", "search", "search")
+        assert "User said: I live in Suzhou" in text
+        assert "lexical" in text
+        assert "freshness" in text
 
-            page.goto(start + f"memory?persona=assistant&project=support&id={sample.corrected}")
-            text = shot("memory")
-            assert "User's cat is called Momo" in text
-            graph = page.get_by_role("img", name="links of this memory")
-            assert graph.locator("circle").count() == 3
-            graph.locator("a").nth(1).click()  # a node is a link to its memory's page
-            assert "misheard" in shot("linked-memory")
-            browser.close()
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.communicate(timeout=30)
-    assert dialogs == []  # no script ran
+        page.goto(start + f"memory?persona=assistant&project=support&id={sample.corrected}")
+        text = shot("memory")
+        assert "User's cat is called Momo" in text
+        graph = page.get_by_role("img", name="links of this memory")
+        assert graph.locator("circle").count() == 3
+        graph.locator("a").nth(1).click()  # a node is a link to its memory's page
+        assert "misheard" in shot("linked-memory")
     assert fingerprint(path) == before

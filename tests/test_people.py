@@ -300,6 +300,26 @@ async def test_removing_a_person_is_refused_while_they_own_anything(scope: amem.
         await scope.remove_person(tom.id)
 
 
+async def race(
+    anyio_backend: str, tmp_path: Path, runs: list[tuple[str, str, str]], version: str
+) -> list[common.Child]:
+    """A ``state_racer.py`` child for each of ``runs`` (HOW KEY VALUE) over
+    ``tmp_path/memory.db``: every one reads the state (at ``version``) before any writes."""
+    async with common.spawner(anyio_backend, tmp_path) as spawn:
+        children = [
+            await spawn.start("state_racer.py", tmp_path / "memory.db", *run) for run in runs
+        ]
+        for child in children:
+            await child.go()
+        for child in children:
+            assert await child.marked("read") == [version], child.describe()
+        for child in children:
+            await child.send("write")
+        for child in children:
+            await child.finish()
+    return children
+
+
 @pytest.mark.parametrize("how", ["save", "patch"])
 async def test_racing_processes_one_wins_the_other_gets_the_conflict(
     anyio_backend: str, tmp_path: Path, how: str
@@ -307,18 +327,7 @@ async def test_racing_processes_one_wins_the_other_gets_the_conflict(
     db_path = tmp_path / "memory.db"
     async with amem.open(db_path, settings=amem.Settings()) as mem:
         await mem.scope(common.PERSONA, common.PROJECT).save_state({"turn": "0"})
-    async with common.spawner(anyio_backend, tmp_path) as spawn:
-        children = [
-            await spawn.start("state_racer.py", db_path, how, "turn", str(n)) for n in (1, 2)
-        ]
-        for child in children:
-            await child.go()
-        for child in children:
-            assert await child.marked("read") == ["1"], child.describe()
-        for child in children:
-            await child.send("write")
-        for child in children:
-            await child.finish()
+    children = await race(anyio_backend, tmp_path, [(how, "turn", str(n)) for n in (1, 2)], "1")
     results = sorted(
         " ".join(mark) for child in children for mark in child.marks if mark[0] != "read"
     )
@@ -334,16 +343,7 @@ async def test_racing_patches_of_different_keys_both_land(
     anyio_backend: str, tmp_path: Path
 ) -> None:
     db_path = tmp_path / "memory.db"
-    async with common.spawner(anyio_backend, tmp_path) as spawn:
-        children = [await spawn.start("state_racer.py", db_path, "patch", k, "v") for k in "ab"]
-        for child in children:
-            await child.go()
-        for child in children:
-            assert await child.marked("read") == ["0"], child.describe()
-        for child in children:
-            await child.send("write")
-        for child in children:
-            await child.finish()
+    children = await race(anyio_backend, tmp_path, [("patch", key, "v") for key in "ab"], "0")
     saved = sorted(mark[1] for child in children for mark in child.marks if mark[0] == "saved")
     assert saved == ["1", "2"], [c.describe() for c in children]
     async with amem.open(db_path, settings=amem.Settings()) as mem:

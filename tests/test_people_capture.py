@@ -5,11 +5,8 @@ and memories."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import signal
-from collections.abc import AsyncIterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +18,10 @@ import pytest
 from helpers import (
     Ran,
     amem_cli,
-    announced_url,
-    chromium,
     every_page,
-    inspect_process,
-    inspector_client,
+    fingerprint,
+    help_text,
+    inspector_in_chromium,
     linked_ids,
     next_page,
     rows,
@@ -343,9 +339,7 @@ def test_host_ingest_takes_person_options(tmp_path: Path) -> None:
     ],
 )
 def test_the_person_option_explains_itself(command: str, words: list[str]) -> None:
-    result = amem_cli(command, "--help")
-    assert result.returncode == 0
-    text = " ".join(result.stdout.split())
+    text = help_text(command)
     for word in words:
         assert word in text, word
 
@@ -385,12 +379,6 @@ async def fill(path: Path) -> Sample:
 @pytest.fixture
 async def sample(db_path: Path) -> Sample:
     return await fill(db_path)
-
-
-@pytest.fixture
-async def client(sample: Sample) -> AsyncIterator[httpx.AsyncClient]:
-    async with inspector_client(sample.path) as client:
-        yield client
 
 
 def table_rows(page: str) -> list[list[str]]:
@@ -544,12 +532,7 @@ async def test_a_person_s_name_renders_as_text_never_as_markup(
 
 @pytest.mark.one_backend
 async def test_the_people_pages_only_read(client: httpx.AsyncClient, sample: Sample) -> None:
-    def fingerprint() -> str:
-        wal = Path(f"{sample.path}-wal")
-        data = sample.path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
-        return hashlib.sha256(data).hexdigest()
-
-    before = fingerprint()
+    before = fingerprint(sample.path)
     for url, params in [
         ("/people", SCOPE),
         ("/events", {**SCOPE, "person": "per_ana"}),
@@ -557,37 +540,22 @@ async def test_the_people_pages_only_read(client: httpx.AsyncClient, sample: Sam
     ]:
         assert (await client.get(url, params=params)).status_code == 200
         assert (await client.post(url, params=params)).status_code == 405
-    assert fingerprint() == before
+    assert fingerprint(sample.path) == before
 
 
 def test_people_in_a_real_browser(tmp_path: Path) -> None:
     """The people tab, a person's events one click away, and a name that is markup shown
     as text, in Debian's chromium (as tests/test_inspect.py drives it)."""
-    from playwright.sync_api import sync_playwright
-
-    executable = chromium()
     path = tmp_path / "memory.db"
     anyio.run(fill, path)
-    process = inspect_process("--db", str(path), *CLI_SCOPE)
-    dialogs: list[str] = []
-    try:
-        start = announced_url(process)
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=executable, headless=True)
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-            page.goto(start)
-            page.get_by_role("link", name="people", exact=True).click()
-            text = page.inner_text("body")
-            assert "3 people in the scope's registry" in text
-            assert SCRIPT in text  # its name, as text
-            page.get_by_role("link", name="Ana", exact=True).click()
-            text = page.inner_text("body")
-            assert "Only Ana (per_ana)" in text
-            assert "And no mushrooms, please." in text
-            assert "A vegetarian menu, then." not in text  # the assistant's: no one's
-            browser.close()
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.communicate(timeout=30)
-    assert dialogs == []  # no script ran
+    with inspector_in_chromium("--db", str(path), *CLI_SCOPE) as (page, start):
+        page.goto(start)
+        page.get_by_role("link", name="people", exact=True).click()
+        text = page.inner_text("body")
+        assert "3 people in the scope's registry" in text
+        assert SCRIPT in text  # its name, as text
+        page.get_by_role("link", name="Ana", exact=True).click()
+        text = page.inner_text("body")
+        assert "Only Ana (per_ana)" in text
+        assert "And no mushrooms, please." in text
+        assert "A vegetarian menu, then." not in text  # the assistant's: no one's

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from helpers import amem_cli, derive, dump, rows
+from helpers import amem_cli, derive, dump, rows, value
 
 import amem
 
@@ -58,6 +58,12 @@ async def acquaint(mem: amem.Memory) -> World:
     await s.save_person_state(tom.id, {"mood": "cheerful"})
     await s.save_person_state(tom.id, {"mood": "tired"}, expected_version=1)
     return World(tom.id, anna.id, about.id)
+
+
+@pytest.fixture
+async def world(mem: amem.Memory) -> World:
+    """``acquaint`` in the test's open file (the ``mem`` fixture, scope ``scope``)."""
+    return await acquaint(mem)
 
 
 def stored(path: Path) -> dict[str, list[tuple[object, ...]]]:
@@ -161,25 +167,22 @@ def spoil(path: Path, table: str, pick: str, **values: object) -> None:
 
 
 @pytest.mark.parametrize(
-    ("table", "field", "message"),
+    ("table", "change", "message"),
     [
-        ("events", "person", "names a person not in its scope's registry"),
-        ("memories", "person", "belongs to another person than its source event"),
-        ("memories", "about", "names a person not in its scope's registry"),
-        ("states", "person", "names a person not in its scope's registry"),
+        ("events", {"person": "per_stranger"}, "names a person not in its scope's registry"),
+        ("memories", {"person": "per_stranger"}, "belongs to another person than its source event"),
+        ("memories", {"about": ["per_stranger"]}, "names a person not in its scope's registry"),
+        ("states", {"person": "per_stranger"}, "names a person not in its scope's registry"),
     ],
 )
 async def test_an_archive_naming_a_stranger_is_refused_whole(
-    tmp_path: Path, table: str, field: str, message: str
+    tmp_path: Path, table: str, change: dict[str, object], message: str
 ) -> None:
     async with amem.open(tmp_path / "a.db") as mem:
         world = await acquaint(mem)
         await mem.export(tmp_path / "a.jsonl")
-    pick = {"events": "t-1", "states": world.tom}.get(table)
-    if pick is None:  # the memory about Tom
-        pick = world.about_tom
-    stranger = ["per_stranger"] if field == "about" else "per_stranger"
-    spoil(tmp_path / "a.jsonl", table, pick, **{field: stranger})
+    pick = {"events": "t-1", "memories": world.about_tom, "states": world.tom}[table]
+    spoil(tmp_path / "a.jsonl", table, pick, **change)
     async with amem.open(tmp_path / "b.db") as mem:
         with pytest.raises(amem.StorageError) as caught:
             await mem.import_archive(tmp_path / "a.jsonl")
@@ -196,22 +199,19 @@ def check(report: amem.DoctorReport, name: str) -> amem.DoctorCheck:
 
 
 async def test_doctor_is_clean_with_people_and_a_rebuild_keeps_person_tokens(
-    tmp_path: Path,
+    mem: amem.Memory, scope: amem.Scope, db_path: Path, world: World
 ) -> None:
-    db = tmp_path / "a.db"
-    async with amem.open(db) as mem:
-        world = await acquaint(mem)
-        report = await mem.doctor()
-        assert report.ok, report.checks
-        assert check(report, "ownership").ok
-        assert check(report, "person names").ok
-        assert report.counts["people"] == 2
-        before = stored(db)
-        rebuilt = await mem.doctor(rebuild_index=True)
-        assert rebuilt.ok, rebuilt.checks
-        assert stored(db) == before  # the rebuilt documents carry the same person tokens
-        hits = await mem.scope(PERSONA, PROJECT).recall("Hangzhou", person=world.tom)
-        assert "t-1" in {item.source_event_id for item in hits.items}
+    report = await mem.doctor()
+    assert report.ok, report.checks
+    assert check(report, "ownership").ok
+    assert check(report, "person names").ok
+    assert report.counts["people"] == 2
+    before = stored(db_path)
+    rebuilt = await mem.doctor(rebuild_index=True)
+    assert rebuilt.ok, rebuilt.checks
+    assert stored(db_path) == before  # the rebuilt documents carry the same person tokens
+    hits = await scope.recall("Hangzhou", person=world.tom)
+    assert "t-1" in {item.source_event_id for item in hits.items}
 
 
 BREAKS = {
@@ -275,78 +275,67 @@ async def test_doctor_reports_person_names_out_of_step_and_a_rebuild_repairs_the
 
 
 async def test_erasing_a_person_previews_then_erases_exactly_their_relationship(
-    tmp_path: Path,
+    mem: amem.Memory, scope: amem.Scope, db_path: Path, world: World
 ) -> None:
-    db = tmp_path / "a.db"
-    async with amem.open(db) as mem:
-        s = mem.scope(PERSONA, PROJECT)
-        world = await acquaint(mem)
-        toms = {"t-1", "t-2", "t-3"}
-        tom_memories = {
-            m for (m,) in rows(db, "select id from memories where event_id in ('t-1', 't-2')")
-        }
-        before = dump(db)
+    toms = {"t-1", "t-2", "t-3"}
+    tom_memories = {
+        m for (m,) in rows(db_path, "select id from memories where event_id in ('t-1', 't-2')")
+    }
+    before = dump(db_path)
 
-        preview = await s.erase(person=world.tom, dry_run=True)
-        assert set(preview.event_ids) == toms
-        assert set(preview.memory_ids) == tom_memories
-        assert (preview.dry_run, preview.states) == (True, 1)
-        assert dump(db) == before  # a preview changes nothing
+    preview = await scope.erase(person=world.tom, dry_run=True)
+    assert set(preview.event_ids) == toms
+    assert set(preview.memory_ids) == tom_memories
+    assert (preview.dry_run, preview.states) == (True, 1)
+    assert dump(db_path) == before  # a preview changes nothing
 
-        done = await s.erase(person=world.tom)
-        assert (set(done.event_ids), set(done.memory_ids)) == (toms, tom_memories)
-        assert (done.dry_run, done.events, done.states) == (False, 3, 1)
-        left = {e for (e,) in rows(db, "select id from events")}
-        assert left == {"a-1", "a-2", "n-1"}  # Anna's and no one's stay
-        assert rows(db, "select count(*) from memories where person is not ?", world.anna) == [(0,)]
-        assert rows(db, "select count(*) from assignments") == [(0,)]
-        assert rows(db, "select count(*) from search_docs where ref in ('t-1', 't-2', 't-3')") == [
-            (0,)
-        ]
-        assert (await s.person_state(world.tom)).version == 0  # their state went
-        assert (await s.state()).data == {"topic": "tea"}  # the scope's stays
-        with pytest.raises(amem.Conflict) as caught:  # tombstones: never stored again
-            await s.submit_event("again", role="user", event_id="t-1")
-        assert caught.value.code == "erased"
+    done = await scope.erase(person=world.tom)
+    assert (set(done.event_ids), set(done.memory_ids)) == (toms, tom_memories)
+    assert (done.dry_run, done.events, done.states) == (False, 3, 1)
+    left = {e for (e,) in rows(db_path, "select id from events")}
+    assert left == {"a-1", "a-2", "n-1"}  # Anna's and no one's stay
+    assert value(db_path, "select count(*) from memories where person is not ?", world.anna) == 0
+    assert value(db_path, "select count(*) from assignments") == 0
+    assert (
+        value(db_path, "select count(*) from search_docs where ref in ('t-1', 't-2', 't-3')") == 0
+    )
+    assert (await scope.person_state(world.tom)).version == 0  # their state went
+    assert (await scope.state()).data == {"topic": "tea"}  # the scope's stays
+    with pytest.raises(amem.Conflict) as caught:  # tombstones: never stored again
+        await scope.submit_event("again", role="user", event_id="t-1")
+    assert caught.value.code == "erased"
 
-        # Anna's memory about Tom is hers, and keeps Tom in the registry
-        with pytest.raises(amem.Conflict) as caught:
-            await s.remove_person(world.tom)
-        assert caught.value.code == "person_in_use"
-        await s.delete(memory_id=world.about_tom)
-        removed = await s.remove_person(world.tom)
-        assert removed.id == world.tom
-        assert [p.id for p in await s.people()] == [world.anna]
-        assert (await mem.doctor()).ok
+    # Anna's memory about Tom is hers, and keeps Tom in the registry
+    with pytest.raises(amem.Conflict) as caught:
+        await scope.remove_person(world.tom)
+    assert caught.value.code == "person_in_use"
+    await scope.delete(memory_id=world.about_tom)
+    removed = await scope.remove_person(world.tom)
+    assert removed.id == world.tom
+    assert [p.id for p in await scope.people()] == [world.anna]
+    assert (await mem.doctor()).ok
 
 
 async def test_erasing_a_person_with_another_selector_takes_only_what_matches_both(
-    tmp_path: Path,
+    scope: amem.Scope, db_path: Path, world: World
 ) -> None:
-    db = tmp_path / "a.db"
-    async with amem.open(db) as mem:
-        s = mem.scope(PERSONA, PROJECT)
-        world = await acquaint(mem)
-        done = await s.erase(person=world.tom, session="a")
-        assert sorted(done.event_ids) == ["t-1", "t-3"]  # not Anna's of session a
-        assert done.states == 0  # part of the relationship: the state stays
-        assert (await s.person_state(world.tom)).data == {"mood": "tired"}
-        assert {e for (e,) in rows(db, "select id from events")} == {"t-2", "a-1", "a-2", "n-1"}
+    done = await scope.erase(person=world.tom, session="a")
+    assert sorted(done.event_ids) == ["t-1", "t-3"]  # not Anna's of session a
+    assert done.states == 0  # part of the relationship: the state stays
+    assert (await scope.person_state(world.tom)).data == {"mood": "tired"}
+    assert {e for (e,) in rows(db_path, "select id from events")} == {"t-2", "a-1", "a-2", "n-1"}
 
 
 async def test_erasing_a_stranger_is_not_found_and_no_selector_is_still_refused(
-    tmp_path: Path,
+    scope: amem.Scope, world: World
 ) -> None:
-    async with amem.open(tmp_path / "a.db") as mem:
-        s = mem.scope(PERSONA, PROJECT)
-        await acquaint(mem)
-        with pytest.raises(amem.NotFound):
-            await s.erase(person="per_nobody", dry_run=True)
-        with pytest.raises(amem.InvalidInput) as caught:
-            await s.erase()
-        assert "person" in caught.value.message
-        with pytest.raises(amem.InvalidInput):
-            await s.erase(person="per_x", everything=True)
+    with pytest.raises(amem.NotFound):
+        await scope.erase(person="per_nobody", dry_run=True)
+    with pytest.raises(amem.InvalidInput) as caught:
+        await scope.erase()
+    assert "person" in caught.value.message
+    with pytest.raises(amem.InvalidInput):
+        await scope.erase(person="per_x", everything=True)
 
 
 def test_cli_erase_by_person_is_a_preview_unless_yes(tmp_path: Path) -> None:

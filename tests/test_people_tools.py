@@ -10,8 +10,18 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import amem_cli, cli_ok, memory_draft, rows
-from mcp_client import MARKER, PERSONA, PROJECT, connect, ok, other, refused, server_backends
+from helpers import amem_cli, cli_ok, help_text, memory_draft, rows
+from mcp_client import (
+    MARKER,
+    PERSONA,
+    PROJECT,
+    connect,
+    ok,
+    other,
+    refused,
+    server_backends,
+    tools_by_name,
+)
 
 from amem.limits import MCP_MAX_RESULT_CHARS
 
@@ -23,7 +33,7 @@ async def test_people_tools_are_listed_with_what_they_do_to_the_store(
     anyio_backend: str, tmp_path: Path
 ) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
-        tools = {tool.name: tool for tool in (await s.list_tools()).tools}
+        tools = await tools_by_name(s)
     hints = {name: tools[name].annotations for name in tools}
     assert hints["person_list"].readOnlyHint is True  # type: ignore[union-attr]
     upsert = hints["person_upsert"]
@@ -242,9 +252,7 @@ def test_people_help_names_every_action_and_option() -> None:
         ("list",): ["--person"],
     }
     for words, texts in expected.items():
-        result = amem_cli(*words, "--help")
-        assert result.returncode == 0, result.stderr
-        out = " ".join(result.stdout.split())
+        out = help_text(*words)
         assert out.startswith(f"usage: amem {' '.join(words)}")
         for text in [*texts, "--db", "--persona", "--project", "--json"]:
             assert text in out, (words, text)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from helpers import amem_cli, cli_ok, memory_draft
-from mcp_client import MARKER, connect, ok, other, refused
+from mcp_client import MARKER, connect, ok, other, refused, tools_by_name
 
 import amem
 from amem.limits import MAX_EXCLUDED_EVENTS
@@ -350,7 +350,6 @@ async def test_mcp_recall_leaves_out_the_turn_merges_and_names_roles(
     anyio_backend: str, tmp_path: Path
 ) -> None:
     async with connect(tmp_path / "m.db", other(anyio_backend), tmp_path / "server.log") as s:
-        listed = {tool.name: tool for tool in (await s.list_tools()).tools}
         for n in range(3):
             await ok(s, "event_submit", text="我喜欢龙井茶", role="user", occurred_at=EARLIER[n])
         await ok(
@@ -386,6 +385,7 @@ async def test_mcp_recall_leaves_out_the_turn_merges_and_names_roles(
                 {"exclude_event_ids": [f"e-{n}" for n in range(MAX_EXCLUDED_EVENTS + 1)]},
             )
         ]
+        listed = await tools_by_name(s)
 
     schema = listed["memory_recall"].inputSchema["properties"]
     assert {"exclude_event_ids", "exclude_from_seq"} <= set(schema)

@@ -759,17 +759,14 @@ async def test_episodes_older_than_two_years_show_only_their_decade(
 
 
 @pytest.mark.parametrize(
-    ("kind", "role", "basis"),
-    [
-        ("fact", "user", "user_statement"),
-        ("preference", "user", "user_statement"),
-        ("agreement", "assistant", "assistant_expression"),
-        ("growth", "user", "user_statement"),
-    ],
+    ("kind", "role"),
+    [("fact", "user"), ("preference", "user"), ("agreement", "assistant"), ("growth", "user")],
 )
 async def test_facts_preferences_agreements_and_growth_never_fade(
-    scope: amem.Scope, kind: str, role: str, basis: str
+    scope: amem.Scope, kind: str, role: str
 ) -> None:
+    """Each on the basis its role gives (``derive``: a user statement, an assistant
+    expression)."""
     chinese = await derive(
         scope,
         "我们约定每周五复盘",
@@ -778,7 +775,6 @@ async def test_facts_preferences_agreements_and_growth_never_fade(
         at=ANCIENT,
         role=role,
         kind=kind,
-        basis=basis,
         gist="复盘",
     )
     english = await derive(
@@ -789,7 +785,6 @@ async def test_facts_preferences_agreements_and_growth_never_fade(
         at=ANCIENT,
         role=role,
         kind=kind,
-        basis=basis,
         gist="reviews",
     )
     for query, memory in (("复盘", chinese), ("Friday", english)):
