@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
+import anyio
 import helpers
 import pytest
 from helpers import memory_draft, undo_v9
@@ -913,14 +914,22 @@ async def test_a_small_limit_returns_the_top_of_a_large_one(
     raw events is in play); what it returns must be exactly the top of a full read, links
     between memories included."""
     scope = mem.scope(persona="fuzz", project=uuid.uuid4().hex)
-    memories: list[str] = []
-    for n, text in enumerate(texts):
+    event_ids = [""] * len(texts)
+
+    async def submit(n: int, text: str) -> None:
         when = (datetime.fromisoformat(AS_OF) - timedelta(days=days[n])).isoformat()
-        receipt = await scope.submit_event(text, role="user", occurred_at=when)
-        if n in derived:  # some scopes have memories too, linked to each other
-            draft = memory_draft(f"User said {text}", text)
-            [memory] = await scope.add_memories(receipt.event_id, [draft])
-            memories.append(memory.id)
+        event_ids[n] = (await scope.submit_event(text, role="user", occurred_at=when)).event_id
+
+    # submitted at once, so a scope is a few commits: 100 examples of up to 80 events
+    # one commit each outlasted the test timeout where fsync was slow
+    async with anyio.create_task_group() as tg:
+        for n, text in enumerate(texts):
+            tg.start_soon(submit, n, text)
+    memories: list[str] = []
+    for n in sorted(derived & set(range(len(texts)))):  # some scopes have memories too, linked
+        draft = memory_draft(f"User said {texts[n]}", texts[n])
+        [memory] = await scope.add_memories(event_ids[n], [draft])
+        memories.append(memory.id)
     for first, second in itertools.pairwise(memories):
         await scope.relate(first, second)
     small = await scope.recall(query, as_of=AS_OF, limit=limit)
