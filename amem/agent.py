@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidInput
-from .inputs import require_int, require_name
+from .inputs import require_bool, require_int, require_name
 from .limits import (
     DEFAULT_BUDGET,
     MAX_BUDGET,
@@ -61,8 +61,7 @@ class AgentSession:
             raise InvalidInput("scope must be a Scope (Memory.scope gives one)")
         if not callable(counter):
             raise InvalidInput("counter must be a function from text to a token count")
-        if not isinstance(consolidate, bool):
-            raise InvalidInput("consolidate must be true or false")
+        consolidate = require_bool(consolidate, "consolidate")
         self.scope = scope
         self.session = require_name(session, "session")
         self.budget = require_int(budget, "budget", low=1, high=MAX_BUDGET)

@@ -519,8 +519,7 @@ class Memory:
         The whole archive is read and checked first (``archive_invalid``; nothing is
         written then). ``dry_run=True`` says what would happen and writes nothing.
         """
-        if not isinstance(dry_run, bool):
-            raise InvalidInput("dry_run must be true or false")
+        dry_run = require_bool(dry_run, "dry_run")
         buried = await anyio.to_thread.run_sync(transfer.read_tombstones, path)
         digests = frozenset(digest for digest, _ in buried)
         if dry_run:
@@ -784,8 +783,7 @@ class Scope:
         limit = require_int(limit, "limit", low=1, high=MAX_RECALL_LIMIT)
         mode = require_choice(mode, "mode", RECALL_MODES)
         when = when_or_now(as_of, "as_of")
-        if not isinstance(include_history, bool):
-            raise InvalidInput("include_history must be true or false")
+        include_history = require_bool(include_history, "include_history")
         wanted = (
             None if kinds is None else {require_choice(k, "kinds", MEMORY_KINDS) for k in kinds}
         )
@@ -1106,8 +1104,7 @@ class Scope:
             raise InvalidInput("give exactly one of event_id and memory_id")
         event_id = optional_name(event_id, "event_id")
         memory_id = optional_name(memory_id, "memory_id")
-        if not isinstance(dry_run, bool):
-            raise InvalidInput("dry_run must be true or false")
+        dry_run = require_bool(dry_run, "dry_run")
         include_copies = require_bool(include_copies, "include_copies")
         if dry_run:
             return await self._read(
@@ -1187,8 +1184,7 @@ class Scope:
         the selected events, each the way ``delete`` would (``events`` counts them).
         """
         selector = erase_selector(session, since, until, subject, fact_key, everything, person)
-        if not isinstance(dry_run, bool):
-            raise InvalidInput("dry_run must be true or false")
+        dry_run = require_bool(dry_run, "dry_run")
         include_copies = require_bool(include_copies, "include_copies")
         if selector.person is not None:
             await self._read(people.load_person, selector.person)  # not_found for a stranger
@@ -1945,8 +1941,7 @@ def erase_selector(
 ) -> erasure.Selector:
     """The events a bulk erase starts from, checked: at least one selector, and
     ``everything`` alone, so that nothing is erased by accident."""
-    if not isinstance(everything, bool):
-        raise InvalidInput("everything must be true or false")
+    everything = require_bool(everything, "everything")
     given = [x is not None for x in (session, since, until, subject, fact_key, person)]
     if everything and any(given):
         raise InvalidInput("everything=True erases the whole scope and takes no other selector")
