@@ -27,9 +27,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 
 from ..config import Settings
-from ..db.schema import CREATE_SEARCH_FTS, SCHEMA_VERSION, SEARCH_FTS_SHADOWS
+from ..db.schema import SCHEMA_VERSION
 from ..models import DoctorCheck, DoctorReport, Progress
-from ..search import index, vector_rows
+from ..search import index, postings, vector_rows
 from ..search.text import segment_all
 from ..store import capacity, people
 from . import archive
@@ -224,17 +224,8 @@ def pragma_check(
 
 
 def fts_check(conn: sqlite3.Connection) -> DoctorCheck:
-    """FTS5's own check, comparing the index with ``search_docs`` (rank 1)."""
-    conn.execute("savepoint fts_check")
-    try:
-        conn.execute("insert into search_fts (search_fts, rank) values ('integrity-check', 1)")
-        problem = None
-    except sqlite3.DatabaseError as exc:
-        problem = f"the index does not match its content ({exc.sqlite_errorname})"
-    finally:
-        conn.execute("rollback to fts_check")
-        conn.execute("release fts_check")
-    return verdict("search index", problem, REBUILD_HINT)
+    """The index's own check against ``search_docs`` (``Postings.check``)."""
+    return verdict("search index", postings.of(conn).check(), REBUILD_HINT)
 
 
 def count_check(conn: sqlite3.Connection, name: str, sql: str, what: str) -> DoctorCheck:
@@ -442,9 +433,7 @@ def rebuild_index(conn: sqlite3.Connection, docs: Iterable[index.Document]) -> i
     Each document gets its row's people's tokens (``index.index_doc`` reads them), except
     while a migration rebuilds a file older than people (schema 11), whose rows have none."""
     owners = None if has_people(conn) else ()
-    drop_search_fts(conn)
-    conn.execute("delete from search_docs")
-    conn.execute(CREATE_SEARCH_FTS)
+    postings.of(conn).clear()
     count = 0
     for doc in docs:
         index.index_doc(
@@ -519,25 +508,3 @@ def segmented_sources(
         if time.monotonic() - logged >= LOG_SECONDS and done < total:
             logged = time.monotonic()
             log.warning("%s: %s of %s documents", REBUILDING, f"{done:,}", f"{total:,}")
-
-
-def drop_search_fts(conn: sqlite3.Connection) -> None:
-    """Drop ``search_fts`` and its shadow tables, even when FTS5 cannot read them.
-
-    FTS5 reads the index's structure record to open the table at all, even to drop it; a
-    broken record makes ``DROP TABLE`` fail too. Then the table's schema row is removed
-    by hand (``writable_schema``) and its shadow tables dropped as the plain tables they are.
-    """
-    conn.execute("savepoint drop_fts")
-    try:
-        conn.execute("drop table search_fts")
-    except sqlite3.DatabaseError:
-        conn.execute("rollback to drop_fts")
-        conn.execute("pragma writable_schema = on")
-        try:
-            conn.execute("delete from sqlite_master where type = 'table' and name = 'search_fts'")
-        finally:
-            conn.execute("pragma writable_schema = reset")
-        for table in SEARCH_FTS_SHADOWS:
-            conn.execute(f"drop table if exists {table}")
-    conn.execute("release drop_fts")

@@ -59,8 +59,6 @@ from ..models import RecallItem
 from ..store.people import named_in
 from .evidence import Candidate, RecalledMemory, add_lexical, add_links, has_memories
 from .lexical import (
-    SELECT_ELIGIBLE_TERM,
-    SELECT_TERM,
     KnownTerms,
     Lexical,
     TermCounts,
@@ -194,11 +192,11 @@ def word_matches(
     """The query's word matches, added to ``found``. When a capped term's newest documents
     gave fewer eligible candidates than ``limit`` (revoked, amended or not yet valid at an
     earlier ``as_of``), the terms are looked up again counting only eligible documents."""
-    lexical = lexical_matches(conn, q, where, SELECT_TERM, known)
+    lexical = lexical_matches(conn, q, where, False, known)
     add_candidates(conn, found, where, lexical.matches, q, hybrid)
     if lexical.capped and len(found) < q.limit:
         found.clear()
-        lexical = lexical_matches(conn, q, where, SELECT_ELIGIBLE_TERM, known)
+        lexical = lexical_matches(conn, q, where, True, known)
         add_candidates(conn, found, where, lexical.matches, q, hybrid)
     return lexical
 

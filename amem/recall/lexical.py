@@ -11,8 +11,9 @@ from typing import NamedTuple
 
 from ..db.in_lists import marks
 from ..db.rules import CURRENT_MEMORY, EVENT_AS_OF, SAID_THEN_CORRECTED
-from ..search.index import average_length, varints
-from ..search.text import clause_tokens, literal, person_token, phrase_tokens, scope_token
+from ..search import postings
+from ..search.postings import Postings, Within
+from ..search.text import clause_tokens, person_token, phrase_tokens, scope_token
 from ..store.facts import valid_as_of
 from .query import Eligibility, RecallQuery
 from .tuning import (
@@ -32,49 +33,21 @@ from .tuning import (
     B,
 )
 
-SELECT_TERM = """
-select rowid from search_fts where search_fts match :match order by rowid desc limit :per_term
-"""
-
-
-# In rowid order: FTS5 reads a long doclist backwards only by walking it from its start.
-SELECT_SOME = """
-select rowid from search_fts where search_fts match :match limit :per_term
-"""
-
-
-SELECT_PHRASE = """
-select rowid from search_fts where search_fts match :match and rowid > :floor limit :per_term
-"""
-
-
-# The same, counting only documents that are evidence at as_of: when the newest matches of
-# a common term are revoked, amended or not yet valid, they must not take the places of
-# older eligible ones. The FTS scan stays bounded (:scan postings) however large the archive.
-SELECT_ELIGIBLE_TERM = f"""
-select d.num from (
-    select rowid as num from search_fts where search_fts match :match
-    order by rowid desc limit :scan
-) f join search_docs d on d.num = f.num
-where case d.doc_kind
+# Documents that are evidence at as_of (``Postings.eligible_newest``): when the newest
+# matches of a common term are revoked, amended or not yet valid, they must not take the
+# places of older eligible ones.
+ELIGIBLE_DOC = f"""
+case d.doc_kind
     when 'memory' then exists (
         select 1 from memories m where m.id = d.ref and {CURRENT_MEMORY}
         and {valid_as_of(history=True)})
     else exists (
         select 1 from events e where e.id = d.ref and ({EVENT_AS_OF} or {SAID_THEN_CORRECTED}))
 end
-limit :per_term
 """
 
 
 SELECT_REMOVALS = "select removed from index_removals"
-
-
-COUNT_TERM = f"""
-select {{n}}, count(*), min(rowid), max(rowid) from (
-    select rowid from search_fts where search_fts match ? limit {PER_TERM}
-)
-"""
 
 
 SELECT_DOCS = f"""
@@ -82,20 +55,7 @@ select num, doc_kind, ref, substr(tokens, 1, {SCORED_CHARS}) from search_docs wh
 """
 
 
-# FTS5's count of each document's tokens (one varint per column): the length of a long one
-# without reading its text.
-SELECT_SIZES = "select id, sz from search_fts_docsize where id in ({})"
-
-
 COUNT_DOCS = "select max(num) from search_docs"
-
-
-# The first and last scope in index order: equal to the query's scope when it is the only one.
-SELECT_SCOPE_BOUNDS = """
-select (select persona || char(31) || project from search_docs order by persona, project limit 1),
-       (select persona || char(31) || project from search_docs
-        order by persona desc, project desc limit 1)
-"""
 
 
 class Lexical(NamedTuple):
@@ -115,45 +75,51 @@ def lexical_matches(
     conn: sqlite3.Connection,
     q: RecallQuery,
     where: Eligibility,
-    select_term: str,
+    eligible_only: bool,
     known: KnownTerms | None = None,
 ) -> Lexical:
     """BM25 of the best bounded candidates, normalised to 0..1, by ``(doc_kind, ref)``,
-    and how BM25 spreads over the scope's documents."""
-    scope = scope_match(conn, q)
+    and how BM25 spreads over the scope's documents; ``eligible_only``: each term's
+    postings counting only documents eligible at ``as_of`` (slower)."""
+    index = postings.of(conn)
+    within = index.within(q.persona, q.project, q.person)
     newest = conn.execute(COUNT_DOCS).fetchone()[0] or 1  # documents ever indexed: cheap
     clauses = clause_tokens(q.query)
     distinct = list(dict.fromkeys(token for clause in clauses for token in clause))
     # a person the query names: each of their documents counts as saying their name
     distinct += [person_token(q.persona, q.project, person) for person in q.named]
-    terms = informative_terms(term_stats(conn, distinct, scope, newest, known))
+    terms = informative_terms(term_stats(conn, distinct, within, newest, known))
     if not terms:
         return Lexical({}, False, 0.0)
-    bounds = {"as_of": where.as_of, "history": where.history, "scan": TERM_SCAN}
-    postings = {}
+    bounds = {"as_of": where.as_of, "history": where.history}
+    term_rows = {}  # each term's postings, newest first
     budget = POSTINGS
     for term in terms:  # the rarest first: a rare term's few postings cost little
         if budget <= 0:
             break
         budget -= term.counted
-        match = f"{literal(term.text)}{scope}"
-        found = conn.execute(select_term, {**bounds, "match": match, "per_term": PER_TERM})
-        postings[term.text] = [rowid for (rowid,) in found]
-    if select_term == SELECT_TERM:  # all postings, not only eligible ones: both ends known
-        terms = [term.refined(postings.get(term.text)) for term in terms]
+        if eligible_only:
+            rows = index.eligible_newest(
+                within, term.text, TERM_SCAN, PER_TERM, ELIGIBLE_DOC, bounds
+            )
+        else:
+            rows = index.newest(within, [term.text], PER_TERM)
+        term_rows[term.text] = rows
+    if not eligible_only:  # all postings, not only eligible ones: both ends known
+        terms = [term.refined(term_rows.get(term.text)) for term in terms]
         terms.sort(key=lambda term: term.df)
-    total = scope_documents(conn, q, scope, newest, known)
+    total = scope_documents(conn, q, within, newest, known)
     idf = {t.text: math.log(1 + (total - min(t.df, total) + 0.5) / (t.df + 0.5)) for t in terms}
     ranked = max(q.depth, q.limit)
-    lookups = Intersections(conn, scope, ranked)
+    lookups = Intersections(index, within, ranked)
     together, saturated = conjunctions(lookups, clauses, terms, q.limit)
     sequence = phrase_tokens(q.query) if len(distinct) - len(q.named) <= PHRASE_TOKENS else []
     # Documents holding the query's tokens in its order count the phrase as one more term
     # (as rare as they are). Below ``ranked``, every document holding all the terms is a
-    # candidate already, so its tokens tell; above it, FTS5 looks the phrase up.
-    phrase = phrase_matches(conn, sequence, scope, ranked, newest) if saturated else []
+    # candidate already, so its tokens tell; above it, the index looks the phrase up.
+    phrase = phrase_matches(index, sequence, within, ranked, newest) if saturated else []
     presence: defaultdict[int, float] = defaultdict(float)
-    for text, rows in postings.items():
+    for text, rows in term_rows.items():
         for rowid in rows:
             presence[rowid] += idf[text]
     best_present = sorted(presence, reverse=True)  # newest first among equals (a stable sort)
@@ -161,8 +127,8 @@ def lexical_matches(
     chosen = list(dict.fromkeys(phrase + together[:CONJOINED_KEPT] + best_present[:ranked]))
     docs, scanned = scan_documents(conn, chosen)
     cut = {num for num, doc in scanned.items() if doc.cut}
-    held = found_holding(cut, postings, lookups, phrase, sequence) if cut else {}
-    scored = bm25(scanned, idf, average_length(conn) - 1, held)  # less the scope token
+    held = found_holding(cut, term_rows, lookups, phrase, sequence) if cut else {}
+    scored = bm25(scanned, idf, index.average_length() - 1, held)  # less the scope token
     whole = sum(idf.values())
     if len(sequence) > 1:
         holding = set(phrase) | {num for num, doc in scanned.items() if doc.holds(sequence)}
@@ -171,7 +137,7 @@ def lexical_matches(
             whole += phrase_idf
             for num in holding & scored.keys():
                 scored[num] += phrase_idf
-    capped = any(len(rows) == PER_TERM for rows in postings.values())
+    capped = any(len(rows) == PER_TERM for rows in term_rows.values())
     best = sorted(docs, key=lambda doc: scored[doc[0]], reverse=True)[: 2 * ranked]
     # Relative to a document of average length holding every searched term once (1.0: a
     # full match), or to the best, if a shorter one scores more: never clipped, so a short
@@ -217,8 +183,8 @@ class Term(NamedTuple):
         return self._replace(df=2 * PER_TERM * (1 + gap / ends))
 
 
-KnownTerms = dict[tuple[str, str], tuple[int, int]]
-"""``(scope match, token)`` -> ``Term.first`` and ``Term.oldest_last`` of a token held by
+KnownTerms = dict[tuple[Within, str], tuple[int, int]]
+"""``(narrowing, token)`` -> ``Term.first`` and ``Term.oldest_last`` of a token held by
 ``PER_TERM`` documents or more."""
 
 
@@ -251,21 +217,6 @@ class TermCounts:
         return known
 
 
-def scope_match(conn: sqlite3.Connection, q: RecallQuery) -> str:
-    """`` AND <scope token>`` (``<person token>`` for a person's recall), or nothing when
-    the index holds no other scope.
-
-    Intersecting each term with the scope token costs several times the term alone; when
-    the index holds no other scope (two index seeks tell), the intersection changes nothing.
-    """
-    if q.person is not None:  # a person's token stands for their scope's too
-        return f" AND {literal(searched_token(q))}"
-    first, last = conn.execute(SELECT_SCOPE_BOUNDS).fetchone()
-    if first == last == f"{q.persona}\x1f{q.project}":
-        return ""
-    return f" AND {literal(searched_token(q))}"
-
-
 def searched_token(q: RecallQuery) -> str:
     """The token every document the query may find carries: its person's, else its
     scope's."""
@@ -289,52 +240,55 @@ def informative_terms(terms: list[Term]) -> list[Term]:
 def term_stats(
     conn: sqlite3.Connection,
     tokens: list[str],
-    scope: str,
+    within: Within,
     newest: int,
     known: KnownTerms | None = None,
 ) -> list[Term]:
-    """Each token's in-scope documents (up to ``PER_TERM``), in one statement per
+    """Each token's documents ``within`` a scope (up to ``PER_TERM``), in one lookup per
     ``STATS_BATCH`` tokens not ``known``; in the order of ``tokens``."""
     known = {} if known is None else known
     counted = {}
     for token in tokens:
-        if (ends := known.get((scope, token))) is not None:
+        if (ends := known.get((within, token))) is not None:
             counted[token] = Term.from_count(token, PER_TERM, *ends, newest)
     unknown = [token for token in tokens if token not in counted]
+    index = postings.of(conn)
     for start in range(0, len(unknown), STATS_BATCH):
         batch = unknown[start : start + STATS_BATCH]
-        sql = " union all ".join(COUNT_TERM.format(n=n) for n in range(len(batch)))
-        rows = conn.execute(sql, [f"{literal(token)}{scope}" for token in batch]).fetchall()
-        for n, count, first, oldest_last in rows:
-            term = Term.from_count(batch[n], count, first or 0, oldest_last or 0, newest)
+        for text, (count, first, oldest_last) in zip(
+            batch, index.counts(within, batch, PER_TERM), strict=True
+        ):
+            term = Term.from_count(text, count, first, oldest_last, newest)
             counted[term.text] = term
             if count == PER_TERM:  # its oldest postings stay until a document leaves
-                known[(scope, term.text)] = (term.first, term.oldest_last)
+                known[(within, term.text)] = (term.first, term.oldest_last)
     return [counted[token] for token in tokens]
 
 
 def scope_documents(
     conn: sqlite3.Connection,
     q: RecallQuery,
-    scope: str,
+    within: Within,
     newest: int,
     known: KnownTerms | None = None,
 ) -> float:
     """Documents of the scope (of the person, for a person's recall): those ever indexed
     when it is alone, else estimated like a term's frequency from its token's oldest and
     newest postings."""
-    if not scope:
+    index = postings.of(conn)
+    if index.whole(within):
         return float(newest)
     token = searched_token(q)
-    [term] = term_stats(conn, [token], "", newest, known)
-    rows = conn.execute(SELECT_TERM, {"match": literal(token), "per_term": PER_TERM})
-    return max(1.0, term.refined([rowid for (rowid,) in rows]).df)
+    own = index.for_own_token(within)
+    [term] = term_stats(conn, [token], own, newest, known)
+    return max(1.0, term.refined(index.newest(own, [token], PER_TERM)).df)
 
 
 def scope_size(conn: sqlite3.Connection, q: RecallQuery, known: KnownTerms | None = None) -> float:
     """The number of memories and indexed events in the query's scope, estimated cheaply."""
     newest = conn.execute(COUNT_DOCS).fetchone()[0] or 1
-    return scope_documents(conn, q, scope_match(conn, q), newest, known)
+    within = postings.of(conn).within(q.persona, q.project, q.person)
+    return scope_documents(conn, q, within, newest, known)
 
 
 def conjunctions(
@@ -343,7 +297,7 @@ def conjunctions(
     """The newest documents holding the most informative terms together, however old, and
     whether more than ``ranked`` hold the query's most informative terms.
 
-    FTS5 intersects their posting lists, so a document that holds every term but is among
+    The index intersects their posting lists, so a document that holds every term but is among
     no single term's newest postings is still found. First the query's terms from the most
     informative on; then pairs of words standing in one clause (a query may be the last
     turns of a conversation: the words that name one memory stand together, among others
@@ -378,11 +332,11 @@ def clause_words(clauses: list[list[str]], order: list[str]) -> list[list[str]]:
 
 
 class Intersections:
-    """One query's FTS5 conjunctions: each set of terms looked up once, at most
+    """One query's conjunctions: each set of terms looked up once, at most
     ``CONJUNCTIONS`` lookups."""
 
-    def __init__(self, conn: sqlite3.Connection, scope: str, ranked: int) -> None:
-        self.conn, self.scope, self.ranked = conn, scope, ranked
+    def __init__(self, index: Postings, within: Within, ranked: int) -> None:
+        self.index, self.within, self.ranked = index, within, ranked
         self.left = CONJUNCTIONS
         self.known: dict[tuple[frozenset[str], bool], list[int]] = {}
 
@@ -394,11 +348,8 @@ class Intersections:
             if not self.left:
                 return None
             self.left -= 1
-            match = " AND ".join(map(literal, terms)) + self.scope
-            rows = self.conn.execute(
-                SELECT_TERM if newest else SELECT_SOME, {"match": match, "per_term": self.ranked}
-            )
-            self.known[key] = [rowid for (rowid,) in rows]
+            lookup = self.index.newest if newest else self.index.oldest
+            self.known[key] = lookup(self.within, terms, self.ranked)
         return self.known[key]
 
 
@@ -431,16 +382,14 @@ def grown(lookups: Intersections, terms: list[str]) -> tuple[list[int], bool]:
 
 
 def phrase_matches(
-    conn: sqlite3.Connection, sequence: list[str], scope: str, ranked: int, newest: int
+    index: Postings, sequence: list[str], within: Within, ranked: int, newest: int
 ) -> list[int]:
     """Documents holding ``sequence`` (a query's ``phrase_tokens``) in order, among the
-    ``PHRASE_WINDOW`` newest documents: a phrase of common words costs FTS5 the positions
+    ``PHRASE_WINDOW`` newest documents: a phrase of common words costs the index the positions
     of every document holding them all, so the lookup is bounded like the rest."""
     if not 1 < len(sequence) <= PHRASE_TOKENS:
         return []
-    match = literal(" ".join(sequence)) + scope
-    query = {"match": match, "per_term": ranked, "floor": newest - PHRASE_WINDOW}
-    return [rowid for (rowid,) in conn.execute(SELECT_PHRASE, query)]
+    return index.phrase(within, sequence, newest - PHRASE_WINDOW, ranked)
 
 
 class Scanned(NamedTuple):
@@ -485,7 +434,7 @@ def scan_documents(
     conn: sqlite3.Connection, nums: list[int]
 ) -> tuple[list[tuple[int, str, str]], dict[int, Scanned]]:
     """``(num, doc_kind, ref)`` of the documents ``nums`` and what BM25 reads of each: one
-    longer than ``SCORED_CHARS`` is read only that far, its length from FTS5's count."""
+    longer than ``SCORED_CHARS`` is read only that far, its length from the index's count."""
     sql = SELECT_DOCS.format(marks(len(nums)))
     docs, scanned, long = [], {}, []
     for num, kind, ref, stored in conn.execute(sql, nums).fetchall():
@@ -497,25 +446,25 @@ def scan_documents(
         words = body.split()
         scanned[num] = Scanned(body, words, len(words))
     if long:
-        sizes = dict(conn.execute(SELECT_SIZES.format(marks(len(long))), long).fetchall())
+        sizes = postings.of(conn).sizes(long)
         for num in long:  # no size (an index out of step with its rows): what was read
-            length = next(varints(sizes[num], 0), 0) - 1 if num in sizes else 0  # no scope token
+            length = sizes[num] - 1 if num in sizes else 0  # no scope token
             scanned[num] = scanned[num]._replace(length=max(length, scanned[num].length))
     return docs, scanned
 
 
 def found_holding(
     nums: set[int],
-    postings: dict[str, list[int]],
+    term_rows: dict[str, list[int]],
     lookups: Intersections,
     phrase: list[int],
     sequence: list[str],
 ) -> dict[int, set[str]]:
-    """The terms FTS5 found each of the documents ``nums`` by: a term's postings, a
+    """The terms the index found each of the documents ``nums`` by: a term's postings, a
     conjunction's terms, a phrase's tokens. Only a document read in part needs them
     (``term_counts``), and most queries find none."""
     held: defaultdict[int, set[str]] = defaultdict(set)
-    for term, rows in postings.items():
+    for term, rows in term_rows.items():
         for rowid in nums.intersection(rows):
             held[rowid].add(term)
     for (terms, _), rows in lookups.known.items():
@@ -536,7 +485,7 @@ def bm25(
     index's average document length (as FTS5's own ``bm25`` has it).
 
     A document read only in part (``Scanned.cut``) has its counts scaled from the part
-    read to its whole length, and a term FTS5 found it by (``held``) counts at least once:
+    read to its whole length, and a term the index found it by (``held``) counts at least once:
     a long document matched past its first tokens still scores."""
     average = average if average > 0 else 1.0
     scores = {}

@@ -29,7 +29,8 @@ from collections.abc import Collection, Iterable
 
 from ..db.times import from_db_time
 from ..models import Copy
-from ..search.text import CJK_RUN, RUN, STOP_WORDS, literal, scope_token, stem
+from ..search import postings
+from ..search.text import CJK_RUN, RUN, STOP_WORDS, stem
 from .quotes import FOLDS, fold
 
 MIN_RUN = 12
@@ -68,7 +69,6 @@ SELECT_FOLLOWING = """
 select id from events where persona = ? and project = ? and session is ? and seq > ?
 order by seq limit ?
 """
-SELECT_TERM_DOCS = "select rowid from search_fts where search_fts match ? limit ?"
 SELECT_DOC_EVENT = "select ref from search_docs where num = ? and doc_kind = 'event'"
 SELECT_CANDIDATE = """
 select seq, session, role, occurred_at, text from events
@@ -176,14 +176,13 @@ def find_copies(
         candidates |= dict.fromkeys(ident for (ident,) in conn.execute(SELECT_FOLLOWING, following))
     if first_seq is None:
         return []
-    scope = literal(scope_token(persona, project))
+    index = postings.of(conn)
+    within = index.within(persona, project)
     for term in list(rare)[:MAX_TERMS]:
-        rows = conn.execute(
-            SELECT_TERM_DOCS, (f"{scope} AND {literal(term)}", RARE_POSTINGS + 1)
-        ).fetchall()
-        if len(rows) > RARE_POSTINGS:
+        nums = index.phrase(within, term.split(" "), 0, RARE_POSTINGS + 1)
+        if len(nums) > RARE_POSTINGS:
             continue
-        for (num,) in rows:
+        for num in nums:
             if (doc := conn.execute(SELECT_DOC_EVENT, (num,)).fetchone()) is not None:
                 candidates[doc[0]] = None
         if len(candidates) >= MAX_CANDIDATES:
