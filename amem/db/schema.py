@@ -262,13 +262,13 @@ V6 = (
     """
     create trigger vectors_deleted after delete on vectors begin
         insert into vector_epochs (persona, project, epoch) values (old.persona, old.project, 1)
-        on conflict (persona, project) do update set epoch = epoch + 1;
+        on conflict (persona, project) do update set epoch = vector_epochs.epoch + 1;
     end
     """,
     """
     create trigger vectors_changed after update on vectors begin
         insert into vector_epochs (persona, project, epoch) values (old.persona, old.project, 1)
-        on conflict (persona, project) do update set epoch = epoch + 1;
+        on conflict (persona, project) do update set epoch = vector_epochs.epoch + 1;
     end
     """,
     """
@@ -303,7 +303,7 @@ from (
     union all
     select persona, project, 0, 0, 0, sum(length(cast(tokens as blob)))
     from search_docs group by persona, project
-)
+) as counted
 group by persona, project
 """
 """Each scope's usage counted from its rows, in ``scope_usage``'s column order."""
@@ -323,7 +323,8 @@ def _text_usage_triggers(table: str) -> tuple[str, ...]:
         insert into scope_usage (persona, project, {table}, text_bytes)
         values (new.persona, new.project, 1, length(cast(new.text as blob)))
         on conflict (persona, project) do update set
-            {table} = {table} + 1, text_bytes = text_bytes + excluded.text_bytes;
+            {table} = scope_usage.{table} + 1,
+            text_bytes = scope_usage.text_bytes + excluded.text_bytes;
     end
     """,
         f"""
@@ -364,7 +365,7 @@ V7 = (
         insert into scope_usage (persona, project, token_bytes)
         values (new.persona, new.project, length(cast(new.tokens as blob)))
         on conflict (persona, project) do update set
-            token_bytes = token_bytes + excluded.token_bytes;
+            token_bytes = scope_usage.token_bytes + excluded.token_bytes;
     end
     """,
     """

@@ -60,6 +60,7 @@ class Document(NamedTuple):
 
 INSERT_DOC = """
 insert into search_docs (persona, project, doc_kind, ref, tokens) values (?, ?, ?, ?, ?)
+returning num
 """
 INSERT_FTS = "insert into search_fts (rowid, tokens) values (?, ?)"
 SELECT_DOCS = "select num, tokens from search_docs where doc_kind = ? and ref = ?"
@@ -106,7 +107,7 @@ def index_doc(
     the columns that would say so)."""
     owners = people_of(conn, doc_kind, ref) if people is None else sorted(people)
     tokens = doc_tokens(persona, project, owners, segmented)
-    num = conn.execute(INSERT_DOC, (persona, project, doc_kind, ref, tokens)).lastrowid
+    [num] = conn.execute(INSERT_DOC, (persona, project, doc_kind, ref, tokens)).fetchone()
     conn.execute(INSERT_FTS, (num, tokens))
 
 
