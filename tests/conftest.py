@@ -20,13 +20,15 @@ its own list. A missing trio fails the run, never skips it.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio  # noqa: F401  (imported so a missing trio is an error, never a skip)
 from helpers import inspector_client
+from pg_cluster import Cluster, PostgresMissing, running_cluster
 
 import amem
 
@@ -95,3 +97,23 @@ async def client(sample: Any) -> AsyncIterator[httpx.AsyncClient]:
     module whose own ``sample`` fixture fills a database file to inspect."""
     async with inspector_client(sample.path) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """A throwaway PostgreSQL cluster (tests/pg_cluster.py), one per worker process.
+    Without PostgreSQL installed the tests that use it fail, never skip."""
+    try:
+        with running_cluster() as cluster:
+            yield cluster
+    except PostgresMissing as missing:
+        # from None: the message is the whole story, not a traceback of the search
+        raise pytest.fail.Exception(str(missing), pytrace=False) from None
+
+
+@pytest.fixture
+def pg_url(pg_cluster: Cluster) -> Iterator[str]:
+    """The URL of a new, empty database in ``pg_cluster``, dropped after the test."""
+    name = f"test_{secrets.token_hex(4)}"
+    yield pg_cluster.create_database(name)
+    pg_cluster.drop_database(name)
