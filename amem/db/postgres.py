@@ -120,6 +120,12 @@ class PgConnection:
     def __init__(self, conn: Any, *, readonly: bool) -> None:
         self._conn = conn
         self.readonly = readonly
+        self._must_stop: Callable[[], int] | None = None
+
+    def set_progress_handler(self, handler: Callable[[], int] | None, steps: int) -> None:
+        """SQLite asks ``handler`` every ``steps`` steps of a statement and interrupts it
+        when it returns non-zero; here it is asked before each statement."""
+        self._must_stop = handler
 
     @classmethod
     def connect(cls, url: str, *, readonly: bool) -> PgConnection:
@@ -141,6 +147,8 @@ class PgConnection:
         return bool(self._conn.info.transaction_status != TransactionStatus.IDLE)
 
     def execute(self, sql: str, params: Params = ()) -> PgCursor:
+        if self._must_stop is not None and self._must_stop():
+            raise sqlite3.OperationalError("interrupted")
         statement = sql.strip().lower()
         if statement == "begin immediate":
             return self._begin_writing()
