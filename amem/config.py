@@ -63,6 +63,7 @@ class Settings(BaseModel):
         if value is None or is_url(value):
             return value
         return Path(value)
+
     default_persona: str = "default"
     default_project: str = "default"
     readers: int = Field(default=2, ge=1, le=32)

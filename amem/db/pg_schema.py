@@ -47,7 +47,12 @@ TRIGGER = re.compile(
     r"\s*end\s*$",
     re.IGNORECASE | re.DOTALL,
 )
-TYPES = {"integer": "bigint", "text": 'text collate "C"', "real": "double precision", "blob": "bytea"}
+TYPES = {
+    "integer": "bigint",
+    "text": 'text collate "C"',
+    "real": "double precision",
+    "blob": "bytea",
+}
 
 
 def translated(statement: str, version: int) -> list[str]:

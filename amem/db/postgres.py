@@ -217,14 +217,16 @@ SQLSTATE_CODES = {
 }
 
 
-class translated_errors:  # noqa: N801 (used as a context manager, like contextlib's)
+class translated_errors:
     """Raise a psycopg error as the ``sqlite3`` exception that means the same, with the
     psycopg error as its cause; its message never holds the connection URL."""
 
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
         if exc is None:
             return
         import psycopg

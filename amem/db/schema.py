@@ -52,6 +52,7 @@ from pathlib import Path
 
 from ..errors import StorageError
 from .drivers import open_sqlite
+from .postgres import is_postgres
 
 SCHEMA_VERSION = 12
 
@@ -640,6 +641,13 @@ def needs_recovery(exc: sqlite3.OperationalError) -> bool:
     writer repairs it as any SQLite client would, and ``migrate`` then makes the same
     checks under its lock."""
     return getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY_")
+
+
+def stored_version(conn: sqlite3.Connection) -> int:
+    """The schema version the database is at (on PostgreSQL, ``amem_schema`` holds it)."""
+    if is_postgres(conn):
+        return int(conn.execute("select max(version) from amem_schema").fetchone()[0] or 0)
+    return int(conn.execute("pragma user_version").fetchone()[0])
 
 
 def refuse_newer(version: int) -> None:
