@@ -49,8 +49,21 @@ class Settings(BaseModel):
                     found[name] = value
         return found | given
 
-    db: Path | None = None
-    """Database file used by the CLI when ``--db`` is not given (``AMEM_DB``)."""
+    db: Path | str | None = None
+    """Database used by the CLI when ``--db`` is not given (``AMEM_DB``): a SQLite file's
+    path, or a ``postgresql://`` URL (kept as text)."""
+
+    @field_validator("db", mode="before")
+    @classmethod
+    def path_or_url(cls, value: Any) -> Any:
+        """A PostgreSQL URL stays text (a ``Path`` would fold its ``//``); anything else is a
+        path."""
+        from .db.postgres import is_url
+
+        if value is None or is_url(value):
+            return value
+        return Path(value)
+
     default_persona: str = "default"
     default_project: str = "default"
     readers: int = Field(default=2, ge=1, le=32)
@@ -162,7 +175,7 @@ class Settings(BaseModel):
         return f"{str(self.embed_base_url).rstrip('/')}|{self.embed_model}|{self.embed_version}"
 
 
-def default_db_path(settings: Settings) -> Path:
+def default_db_path(settings: Settings) -> Path | str:
     """``AMEM_DB``, else ``amem/memory.db`` in the platform's user-data directory."""
     if settings.db is not None:
         return settings.db

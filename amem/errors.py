@@ -10,7 +10,7 @@ AmemError (code: str)
   StorageError      schema_too_new, not_amem_database, not_a_database, read_only,
                     storage_full, database_busy, storage_error, archive_invalid,
                     target_exists, capacity_exceeded, no_database,
-                    schema_too_old
+                    schema_too_old, database_unreachable
   UpstreamError     extraction_failed, embedding_failed
   Closed            closed
 
@@ -73,8 +73,9 @@ class BudgetTooSmall(AmemError):
 
 
 class StorageError(AmemError):
-    """The database file cannot serve the request as asked (``capacity_exceeded``: the
-    write would take its scope past a limit set with ``Scope.set_limits``)."""
+    """The database cannot serve the request as asked (``capacity_exceeded``: the write
+    would take its scope past a limit set with ``Scope.set_limits``;
+    ``database_unreachable``: a PostgreSQL server refused the connection or did not answer)."""
 
     default_code = "storage_error"
 

@@ -240,10 +240,11 @@ async def open(
         anyio.create_task_group() as tg,
     ):
         with anyio.CancelScope(shield=True):  # once started, these must be closed below
-            db.writer.keep_up(index.merge_step)
+            if not db.postgres:  # FTS5 segments to merge, SQLite pages to scrub
+                db.writer.keep_up(index.merge_step)
             await tg.start(db.writer.serve)
             db.writer.when_idle(files.sweep_recorded)  # copies killed exports left behind
-            if await db.read(erasure.scrub_due):  # a process killed before it scrubbed
+            if not db.postgres and await db.read(erasure.scrub_due):  # killed before a scrub
                 db.writer.when_idle(erasure.scrub)
             pipeline = None if client is None else Pipeline(db, settings, client)
             if pipeline is not None:
@@ -1228,7 +1229,8 @@ class Scope:
     def _scrub_when_idle(self) -> None:
         """After an erasure, once the writer is idle: the erased text leaves the file and
         its WAL (``erasure.scrub``), and copies killed exports left go too."""
-        self._runtime.db.writer.when_idle(erasure.scrub)
+        if not self._runtime.db.postgres:  # PostgreSQL frees erased rows' space with VACUUM
+            self._runtime.db.writer.when_idle(erasure.scrub)
         self._runtime.db.writer.when_idle(files.sweep_recorded)
 
     async def evict(

@@ -19,14 +19,17 @@ its own list. A missing trio fails the run, never skips it.
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio  # noqa: F401  (imported so a missing trio is an error, never a skip)
 from helpers import inspector_client
+from pg_cluster import Cluster, PostgresMissing, running_cluster
 
 import amem
 
@@ -56,7 +59,21 @@ def backends_for(definition: pytest.Function) -> tuple[str, ...]:
     return BACKENDS
 
 
+DATABASES = ("sqlite", "postgresql")
+
+
+def runs_on_both_databases(metafunc: pytest.Metafunc) -> bool:
+    """A test marked ``both_databases`` that opens its memory with ``mem``; one that also
+    takes ``db_path`` itself reads the SQLite file beside amem, so it stays on SQLite."""
+    if metafunc.definition.get_closest_marker("both_databases") is None:
+        return False
+    own = inspect.signature(metafunc.function).parameters
+    return "mem" in metafunc.fixturenames and "db_path" not in own
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if runs_on_both_databases(metafunc):
+        metafunc.parametrize("database", DATABASES, indirect=True)
     if "anyio_backend" not in metafunc.fixturenames:
         return
     for marker in metafunc.definition.iter_markers("parametrize"):
@@ -79,8 +96,18 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def mem(db_path: Path) -> AsyncIterator[amem.Memory]:
-    async with amem.open(db_path, settings=amem.Settings()) as memory:
+def database(request: pytest.FixtureRequest) -> str:
+    """Which database ``mem`` opens: a test marked ``both_databases`` runs on a SQLite
+    file and on a fresh PostgreSQL database; any other test on a SQLite file."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+async def mem(
+    database: str, db_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[amem.Memory]:
+    where = request.getfixturevalue("pg_url") if database == "postgresql" else db_path
+    async with amem.open(where, settings=amem.Settings()) as memory:
         yield memory
 
 
@@ -95,3 +122,23 @@ async def client(sample: Any) -> AsyncIterator[httpx.AsyncClient]:
     module whose own ``sample`` fixture fills a database file to inspect."""
     async with inspector_client(sample.path) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """A throwaway PostgreSQL cluster (tests/pg_cluster.py), one per worker process.
+    Without PostgreSQL installed the tests that use it fail, never skip."""
+    try:
+        with running_cluster() as cluster:
+            yield cluster
+    except PostgresMissing as missing:
+        # from None: the message is the whole story, not a traceback of the search
+        raise pytest.fail.Exception(str(missing), pytrace=False) from None
+
+
+@pytest.fixture
+def pg_url(pg_cluster: Cluster) -> Iterator[str]:
+    """The URL of a new, empty database in ``pg_cluster``, dropped after the test."""
+    name = f"test_{secrets.token_hex(4)}"
+    yield pg_cluster.create_database(name)
+    pg_cluster.drop_database(name)

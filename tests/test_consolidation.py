@@ -26,7 +26,7 @@ from mcp_client import connect, ok, refused, server_backends, tools_by_name
 
 import amem
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio]
 
 HOME = "I live in Hangzhou with my cat Mochi, who sleeps all day."
 MOVE = "Big news: I moved to Shanghai last week for the new job."

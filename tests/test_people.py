@@ -14,7 +14,7 @@ from helpers import derive, memory_draft
 
 import amem
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio]
 
 NOW = datetime.now(UTC).isoformat()
 

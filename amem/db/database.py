@@ -15,6 +15,7 @@ import anyio
 import anyio.abc
 
 from ..errors import InvalidInput, StorageError
+from . import pg_schema, postgres
 from .drivers import Connection, connect
 from .schema import Reindex, check_existing, migrate
 from .writer import BEGIN_ATTEMPTS, Writer, is_busy, storage_error
@@ -30,8 +31,12 @@ class Database:
     the writer, and the writer never waits for a read.
     """
 
-    def __init__(self, path: Path, writer: Writer, readers: list[Connection]) -> None:
+    def __init__(
+        self, path: Path | str, writer: Writer, readers: list[Connection], *, postgres: bool = False
+    ) -> None:
         self.path = path
+        """The SQLite file, or the PostgreSQL URL without its password."""
+        self.postgres = postgres
         self.writer = writer
         self._free_readers = list(readers)
         self._reader_available = anyio.Semaphore(len(readers))
@@ -52,6 +57,10 @@ class Database:
         The caller must start ``db.writer.serve`` in its task group and close the writer
         before leaving this context.
         """
+        if postgres.is_url(path):
+            async with cls._open_postgres(str(path), readers=readers) as db:
+                yield db
+            return
         path = await anyio.to_thread.run_sync(prepare_file, path)
         write_conn = await _connect(path, readonly=False)
         opened: list[Connection] = [write_conn]
@@ -73,6 +82,23 @@ class Database:
         finally:
             with anyio.CancelScope(shield=True):
                 for conn in reversed(opened):  # the writer closes last and checkpoints
+                    await conn.close()
+
+    @classmethod
+    @asynccontextmanager
+    async def _open_postgres(cls, url: str, *, readers: int) -> AsyncIterator[Database]:
+        """``open`` on PostgreSQL: the same writer and readers, over ``PgDriver``s."""
+        write_conn = await _connect_postgres(url, readonly=False)
+        opened: list[Connection] = [write_conn]
+        try:
+            await _with_busy_retry(write_conn, pg_schema.migrate)
+            for _ in range(readers):
+                opened.append(await _connect_postgres(url, readonly=True))
+            writer = Writer(write_conn, checkpoints=False)
+            yield cls(postgres.without_password(url), writer, opened[1:], postgres=True)
+        finally:
+            with anyio.CancelScope(shield=True):
+                for conn in reversed(opened):
                     await conn.close()
 
     async def write(
@@ -161,13 +187,14 @@ folds ``//`` to ``/``, so ``AMEM_DB=postgresql://...`` read into a ``Path`` stil
 
 
 def refuse_url(path: str | os.PathLike[str]) -> None:
-    """Refuse a database URL, which would otherwise be created as a folder of that name
-    (``postgresql:/user@host/db``). The URL is not echoed: it may hold a password."""
+    """Refuse a URL of a database amem does not run on, which would otherwise be created
+    as a folder of that name (``mysql:/user@host/db``), and a PostgreSQL URL read into a
+    path (``Path`` folds its ``//``). The URL is not echoed: it may hold a password."""
     found = URL.match(os.fspath(path))
-    if found:
+    if found and not postgres.is_url(path):
         raise InvalidInput(
             f"the database is given as a {found.group(1)}: URL; amem stores memory in a "
-            "SQLite file and takes its path (PostgreSQL is not supported yet)",
+            "SQLite file (a path) or in PostgreSQL (a postgresql:// URL)",
             code="unsupported_database",
         )
 
@@ -186,6 +213,21 @@ async def _connect(path: Path, *, readonly: bool) -> Connection:
         return await connect(str(path), readonly=readonly)
     except sqlite3.Error as exc:
         raise StorageError("the database file cannot be opened", code="not_a_database") from exc
+
+
+async def _connect_postgres(url: str, *, readonly: bool) -> Connection:
+    try:
+        return await postgres.PgDriver.open(url, readonly=readonly)
+    except ImportError:
+        raise InvalidInput(
+            "PostgreSQL needs psycopg: install amem with its postgres extra "
+            "(pip install 'amem[postgres]')",
+            code="unsupported_database",
+        ) from None
+    except sqlite3.Error as exc:
+        raise StorageError(
+            f"the PostgreSQL database cannot be reached ({exc})", code="database_unreachable"
+        ) from None
 
 
 async def _with_busy_retry(conn: Connection, fn: Callable[[sqlite3.Connection], T]) -> T:

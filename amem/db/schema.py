@@ -52,6 +52,7 @@ from pathlib import Path
 
 from ..errors import StorageError
 from .drivers import open_sqlite
+from .postgres import is_postgres
 
 SCHEMA_VERSION = 12
 
@@ -262,13 +263,13 @@ V6 = (
     """
     create trigger vectors_deleted after delete on vectors begin
         insert into vector_epochs (persona, project, epoch) values (old.persona, old.project, 1)
-        on conflict (persona, project) do update set epoch = epoch + 1;
+        on conflict (persona, project) do update set epoch = vector_epochs.epoch + 1;
     end
     """,
     """
     create trigger vectors_changed after update on vectors begin
         insert into vector_epochs (persona, project, epoch) values (old.persona, old.project, 1)
-        on conflict (persona, project) do update set epoch = epoch + 1;
+        on conflict (persona, project) do update set epoch = vector_epochs.epoch + 1;
     end
     """,
     """
@@ -303,7 +304,7 @@ from (
     union all
     select persona, project, 0, 0, 0, sum(length(cast(tokens as blob)))
     from search_docs group by persona, project
-)
+) as counted
 group by persona, project
 """
 """Each scope's usage counted from its rows, in ``scope_usage``'s column order."""
@@ -323,7 +324,8 @@ def _text_usage_triggers(table: str) -> tuple[str, ...]:
         insert into scope_usage (persona, project, {table}, text_bytes)
         values (new.persona, new.project, 1, length(cast(new.text as blob)))
         on conflict (persona, project) do update set
-            {table} = {table} + 1, text_bytes = text_bytes + excluded.text_bytes;
+            {table} = scope_usage.{table} + 1,
+            text_bytes = scope_usage.text_bytes + excluded.text_bytes;
     end
     """,
         f"""
@@ -364,7 +366,7 @@ V7 = (
         insert into scope_usage (persona, project, token_bytes)
         values (new.persona, new.project, length(cast(new.tokens as blob)))
         on conflict (persona, project) do update set
-            token_bytes = token_bytes + excluded.token_bytes;
+            token_bytes = scope_usage.token_bytes + excluded.token_bytes;
     end
     """,
     """
@@ -639,6 +641,13 @@ def needs_recovery(exc: sqlite3.OperationalError) -> bool:
     writer repairs it as any SQLite client would, and ``migrate`` then makes the same
     checks under its lock."""
     return getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY_")
+
+
+def stored_version(conn: sqlite3.Connection) -> int:
+    """The schema version the database is at (on PostgreSQL, ``amem_schema`` holds it)."""
+    if is_postgres(conn):
+        return int(conn.execute("select max(version) from amem_schema").fetchone()[0] or 0)
+    return int(conn.execute("pragma user_version").fetchone()[0])
 
 
 def refuse_newer(version: int) -> None:

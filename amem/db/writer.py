@@ -90,8 +90,12 @@ class Request:
 class Writer:
     """Serialises every write of one ``Memory`` through one connection."""
 
-    def __init__(self, conn: Connection, *, wal: Path | None = None, wal_limit: int = 0) -> None:
+    def __init__(
+        self, conn: Connection, *, wal: Path | None = None, wal_limit: int = 0, checkpoints: bool = True
+    ) -> None:
         self._conn = conn
+        self._checkpoints = checkpoints
+        """Whether the database has a WAL to truncate after a chore (PostgreSQL has none)."""
         self._wal = wal
         self._wal_limit = wal_limit
         self._wal_tried = 0.0
@@ -248,7 +252,8 @@ class Writer:
                 self._chore_running = False
             took = time.monotonic() - started
             self._chores_next[chore] = started + max(CHORE_SECONDS, took / CHORE_SHARE)
-            self._scrub_due = started
+            if self._checkpoints:
+                self._scrub_due = started
         now = time.monotonic()
         if self._scrub_due is not None and (everything or self._scrub_due <= now):
             truncated = await self._truncate_wal()

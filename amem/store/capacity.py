@@ -24,6 +24,7 @@ import os
 import sqlite3
 from typing import NamedTuple
 
+from ..db.postgres import is_postgres
 from ..db.rules import CURRENT_MEMORY
 from ..db.schema import COUNT_USAGE, COUNTED_USAGE
 from ..errors import StorageError
@@ -147,7 +148,12 @@ class FileSize(NamedTuple):
 
 
 def file_size(conn: sqlite3.Connection) -> FileSize:
-    """The database file's size on disk, its WAL's, and its free pages' bytes."""
+    """The database file's size on disk, its WAL's, and its free pages' bytes (on
+    PostgreSQL: the database's size as the server counts it; no WAL or free pages of its
+    own)."""
+    if is_postgres(conn):
+        [(size,)] = conn.execute("select pg_database_size(current_database())").fetchall()
+        return FileSize(int(size), 0, 0)
     path = next(row[2] for row in conn.execute("pragma database_list") if row[1] == "main")
     page_size = conn.execute("pragma page_size").fetchone()[0]
     free = conn.execute("pragma freelist_count").fetchone()[0] * page_size

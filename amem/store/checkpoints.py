@@ -114,7 +114,7 @@ update checkpoints set {BLANK}
 where persona = ? and project = ? and invalidated_at is not null and {HAS_TEXT}
 """
 COUNT_ERASURE_EFFECTS = f"""
-select coalesce(sum(invalidated_at is null), 0), coalesce(sum({HAS_TEXT}), 0)
+select count(*) filter (where invalidated_at is null), count(*) filter (where {HAS_TEXT})
 from checkpoints where persona = ? and project = ?
 """
 

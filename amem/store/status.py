@@ -7,6 +7,7 @@ import sqlite3
 
 from ..config import Settings
 from ..db.rules import CURRENT_MEMORY, SHOWN_STATUS
+from ..db.schema import stored_version
 from ..models import EVENT_STATUSES, MEMORY_KINDS, Status
 from ..search.vector_rows import coverage
 from .capacity import scope_capacity
@@ -38,7 +39,7 @@ def scope_status(
         project=project,
         default_persona=settings.default_persona,
         default_project=settings.default_project,
-        schema_version=conn.execute("pragma user_version").fetchone()[0],
+        schema_version=stored_version(conn),
         events=events,
         memories=sum(kinds.values()),
         revoked=revoked,
