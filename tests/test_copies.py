@@ -12,7 +12,7 @@ from helpers import amem_cli, cli_ok, memory_draft
 
 import amem
 
-pytestmark = pytest.mark.anyio  # both backends (tests/conftest.py)
+pytestmark = [pytest.mark.anyio, pytest.mark.both_databases]  # both backends (tests/conftest.py)
 
 ADDRESS = "12 Rose Lane, Springfield 4410"
 

@@ -20,7 +20,7 @@ import amem
 from amem.limits import MAX_EXCLUDED_EVENTS
 from amem.testing import FakeOpenAI
 
-pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend, pytest.mark.both_databases]  # conftest.py
 
 AS_OF = "2026-06-01T00:00:00Z"
 EARLIER = ("2026-05-01T10:00:00Z", "2026-05-02T10:00:00Z", "2026-05-03T10:00:00Z")

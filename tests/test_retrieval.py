@@ -28,7 +28,7 @@ from amem.recall.lexical import KnownTerms, Term, TermCounts, term_stats
 from amem.recall.tuning import PER_TERM, PRIOR_WEIGHTS, SCORED_CHARS, WEIGHTS
 from amem.search.text import STOP_WORDS
 
-pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend, pytest.mark.both_databases]  # conftest.py
 
 AS_OF = "2026-06-01T00:00:00Z"
 RECENT = "2026-05-01T00:00:00Z"  # 31 days before AS_OF

@@ -21,12 +21,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from .pg_search import POSTGRES_TABLES
 from .postgres import WRITE_LOCK, PgConnection
 from .schema import MIGRATIONS, RETOKENIZED, SCHEMA_VERSION, refuse_newer, retokenize
 
 SEARCH_TABLES: tuple[str, ...] = (
     # what FTS5's docsize holds: tokens in the document, its scope token included
     "alter table search_docs add column length bigint not null default 0",
+    *POSTGRES_TABLES,
 )
 """The lexical index's tables beside ``search_docs`` (``search.postings``)."""
 

@@ -265,6 +265,9 @@ WORDS = (
     (re.compile(r"\bindexed\s+by\s+\w+", re.IGNORECASE), ""),
     (re.compile(r"\bgroup_concat\(", re.IGNORECASE), "string_agg("),
     (re.compile(r"\bchar\((\d+)\)", re.IGNORECASE), r"chr(\1)"),
+    # SQLite's unary + on a column (``+m.persona``) only steers its planner off an index;
+    # PostgreSQL has no unary + for text
+    (re.compile(r"(^|\(|\band\s|\bor\s|\bwhere\s)(\s*)\+(?=[a-z_]\w*\.\w)", re.I | re.M), r"\1\2"),
 )
 INSERT_OR_IGNORE = re.compile(r"\binsert\s+or\s+ignore\s+into\b", re.IGNORECASE)
 FUNCTION = re.compile(r"\b(max|min|json_each|cast)\(", re.IGNORECASE)

@@ -228,6 +228,8 @@ def match(terms: Sequence[str], within: Within) -> str:
 
 
 def narrowing(within: Within) -> str:
+    if not isinstance(within, str):
+        raise TypeError("a narrowing made for another database")
     return f" AND {literal(within)}" if within else ""
 
 

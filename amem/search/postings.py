@@ -11,7 +11,8 @@ the documents holding a phrase, each document's length and the index's average l
 Every lookup is narrowed to the documents of one scope, or of one person of it: a
 ``Within``, which the implementation makes (``Postings.within``) and alone reads.
 
-Implementations: ``fts5.Fts5Postings`` (SQLite's FTS5).
+Implementations: ``fts5.Fts5Postings`` (SQLite's FTS5) and ``pg_postings.PgPostings``
+(PostgreSQL: postings in a B-tree, ``db.pg_search``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,24 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol
 
-Within = str
-"""What a lookup is narrowed to, as the implementation that made it spells it: keeps
-(``recall.lexical.KnownTerms``) tell counts of different narrowings apart by it."""
+from ..db.postgres import is_postgres
+
+
+class ScopeRows(NamedTuple):
+    """A narrowing as PostgreSQL reads it: the scope's columns, which every lookup filters
+    on, and a person's token, whose postings a person's recall intersects with."""
+
+    persona: str
+    project: str
+    person_token: str | None
+    alone: bool
+    """Whether the index holds no other scope (``Postings.whole``)."""
+
+
+Within = str | ScopeRows
+"""What a lookup is narrowed to, as the implementation that made it spells it (FTS5: the
+token every document found holds, or ``""`` for all): kept term counts
+(``recall.lexical.KnownTerms``) tell narrowings apart by it."""
 
 
 class Count(NamedTuple):
@@ -128,6 +144,10 @@ class Postings(Protocol):
 
 def of(conn: sqlite3.Connection) -> Postings:
     """The lexical index of the database ``conn`` is connected to."""
+    if is_postgres(conn):
+        from .pg_postings import PgPostings
+
+        return PgPostings(conn)
     from .fts5 import Fts5Postings
 
     return Fts5Postings(conn)
