@@ -386,7 +386,7 @@ class Memory:
 
     @property
     def path(self) -> str:
-        """The database file."""
+        """The database file, or the PostgreSQL database's URL without its password."""
         return str(self._runtime.db.path)
 
     def scope(self, persona: str | None = None, project: str | None = None) -> Scope:
