@@ -24,6 +24,15 @@ LOCAL_EMBED_MODEL = "multilingual-e5-small"
 ENV_PREFIX = "AMEM_"
 
 
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+"""The URL schemes that select PostgreSQL (``amem.open``, ``AMEM_DB``, ``--db``)."""
+
+
+def is_postgres_url(database: object) -> bool:
+    """Whether ``database`` names a PostgreSQL database rather than a SQLite file."""
+    return isinstance(database, str) and database.split("://", 1)[0].lower() in POSTGRES_SCHEMES
+
+
 class Settings(BaseModel):
     """Configuration of one ``Memory``. Build it yourself or let ``amem.open`` read the env.
 
@@ -58,9 +67,7 @@ class Settings(BaseModel):
     def path_or_url(cls, value: Any) -> Any:
         """A PostgreSQL URL stays text (a ``Path`` would fold its ``//``); anything else is a
         path."""
-        from .db.postgres import is_url
-
-        if value is None or is_url(value):
+        if value is None or is_postgres_url(value):
             return value
         return Path(value)
 

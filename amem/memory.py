@@ -386,7 +386,7 @@ class Memory:
 
     @property
     def path(self) -> str:
-        """The database file."""
+        """The database file, or the PostgreSQL database's URL without its password."""
         return str(self._runtime.db.path)
 
     def scope(self, persona: str | None = None, project: str | None = None) -> Scope:
@@ -489,10 +489,17 @@ class Memory:
     async def backup(
         self, path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
     ) -> ArchiveResult:
-        """Copy the database to a new file with SQLite's backup API, while writers run.
-        An erasure's scrub still waiting for an idle writer runs first, so the copy holds
-        no byte of erased text."""
+        """Copy the database to a new SQLite file while writers run: a SQLite database
+        with SQLite's backup API (an erasure's scrub still waiting for an idle writer runs
+        first, so the copy holds no byte of erased text); a PostgreSQL database from one
+        read snapshot, each row validated as ``import_archive`` validates it (``counts``:
+        rows per table). ``restore`` loads either backup into an empty database of
+        either kind."""
         target = await anyio.to_thread.run_sync(files.checked_target, path, root)
+        if self._runtime.db.postgres:
+            async with self._recorded_temp(target) as temp:
+                counts = await self._runtime.read(transfer.copy_to_sqlite, target, temp)
+            return ArchiveResult(path=str(target), counts=counts)
         await self._runtime.db.writer.settle()
         async with self._recorded_temp(target) as temp:
             await anyio.to_thread.run_sync(
@@ -503,9 +510,9 @@ class Memory:
     async def restore(
         self, path: str | os.PathLike[str], *, progress: Progress | None = None
     ) -> ArchiveResult:
-        """Load a backup file into this (empty) database, through the same validation as
-        an archive (and the same single transaction), and rebuild the search index and
-        the people's folded names."""
+        """Load a backup file (a SQLite file, whichever database ``backup`` copied) into
+        this (empty) database, through the same validation as an archive (and the same
+        single transaction), and rebuild the search index and the people's folded names."""
         counts, skipped = await self._runtime.write(transfer.restore_backup, path, progress)
         return ArchiveResult(path=str(path), counts=counts, skipped=skipped)
 

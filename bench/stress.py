@@ -1,35 +1,42 @@
 """Stress bench: 1,000 simulated sessions on one database, in one process, in four, and
-over four ``amem serve`` processes driven by MCP clients.
+over four ``amem serve`` processes driven by MCP clients; on a SQLite file and, with
+``--db postgresql://...``, on PostgreSQL in the same run.
 
 Every session (``--sessions``, default 1,000) runs the same mixed script: ``--events``
 events submitted in order (short Chinese, English and mixed texts, alternating user and
 assistant), a recall after every ``RECALL_EVERY``-th event (Chinese, English or mixed
 query words), and a ``session_resume`` with a query at the end. All sessions of a run
-run at once, one task each. Three runs, each on a fresh database file:
+run at once, one task each. Each run is on a fresh database:
 
 - **in-process**: one ``amem.Memory`` (``amem.open``), every session a task on one event
   loop, calling ``Scope.submit_event`` / ``Scope.recall`` / ``Scope.resume``. It is the
-  baseline the other two runs are compared with (``x in-proc``).
-- **4 processes**: the same sessions dealt round-robin to 4 OS processes, each with its own
-  ``amem.open`` on the same file (WAL, ``BEGIN IMMEDIATE``, busy timeout, bounded retry).
-- **4 MCP servers**: 4 client processes, each driving its own ``amem serve`` subprocess
-  (``python -m amem serve --db FILE``) over stdio with the official MCP client
+  baseline the other runs are compared with (``x in-proc``).
+- **N processes** (``--procs``, default 4; ``4,16`` runs both): the same sessions dealt
+  round-robin to N OS processes, each with its own ``amem.open`` on the same database
+  (SQLite: WAL, ``BEGIN IMMEDIATE``, busy timeout, bounded retry; PostgreSQL: the write
+  lock every amem process takes).
+- **N MCP servers**: N client processes, each driving its own ``amem serve`` subprocess
+  (``python -m amem serve --db DB``) over stdio with the official MCP client
   (``stdio_client`` + ``ClientSession``): ``event_submit``, ``memory_recall``,
-  ``session_resume``. The 4 servers share the file.
+  ``session_resume``. The N servers share the database.
+
+With ``--db``, every run is repeated on PostgreSQL (rows named ``pg ...``), each on a new
+database of that server, created and dropped by the bench (the URL's role needs CREATEDB).
 
 In the multi-process runs every worker opens its database (or starts its server) first and
 the clock starts when all are ready. Reported per run: operations/s and events/s over the
 wall time of the load, ack latency (``submit_event`` call to return, i.e. after COMMIT)
 p50/p99, recall and resume p50/p99, errors and lock errors ("database is locked", busy,
-``database_busy``), recalls that found something, and afterwards, reading the file back
-with plain ``sqlite3``: every acknowledged event present with exactly the text sent
-(``missing`` / ``changed``), and the WAL size when the load ends (all connections still
-open) and after every process closed.
+``database_busy``), recalls that found something, and afterwards, reading the database back
+with plain ``sqlite3`` (psycopg): every acknowledged event present with exactly the text
+sent (``missing`` / ``changed``), and the WAL size when the load ends (all connections still
+open) and after every process closed (SQLite only).
 
 Prints one table, then one JSON line per run. Targets (errors 0, lock errors 0, missing 0)
 are printed, not asserted.
 
-Run:  uv run python bench/stress.py [--sessions 1000] [--events 8] [--procs 4] [--dir DIR]
+Run:  uv run python bench/stress.py [--sessions 1000] [--events 8] [--procs 4[,16]]
+          [--db postgresql://USER@HOST/DB] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -44,10 +51,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import events
@@ -129,6 +138,7 @@ class Result:
     wal_loaded: int = 0
     wal_closed: int = 0
     db_bytes: int = 0
+    procs: int = 1
 
 
 def make_text(rng: random.Random) -> str:
@@ -237,7 +247,7 @@ def settings() -> Any:
     return amem.Settings(extract_base_url=None, extract_model=None)
 
 
-def in_process(db: Path, sessions: list[Session]) -> tuple[Stats, float, int]:
+def in_process(db: Path | str, sessions: list[Session]) -> tuple[Stats, float, int]:
     """The baseline run: one Memory, every session a task."""
     import amem
 
@@ -265,7 +275,8 @@ def worker(args: argparse.Namespace) -> None:
     """One process of a multi-process run: open, say ready, wait for go, run, report,
     wait for exit, close. Lines on stdout are the protocol; the log goes to stderr."""
     sessions = make_sessions(args.sessions, args.events, args.seed, args.run)
-    mine = [s for i, s in enumerate(sessions) if i % args.procs == args.part]
+    [procs] = args.procs  # a worker is told its run's count alone
+    mine = [s for i, s in enumerate(sessions) if i % procs == args.part]
     stats = Stats()
 
     async def wait_line(expected: str) -> None:
@@ -288,7 +299,7 @@ def worker(args: argparse.Namespace) -> None:
     async def main_api() -> None:
         import amem
 
-        async with amem.open(args.db, settings=settings()) as mem:
+        async with amem.open(args.worker_db, settings=settings()) as mem:
             scope = mem.scope(persona=PERSONA, project=PROJECT)
             await scope.recall("绿茶 warm up", limit=1)
             await drive(api_call(scope))
@@ -304,7 +315,7 @@ def worker(args: argparse.Namespace) -> None:
                 "amem",
                 "serve",
                 "--db",
-                str(args.db),
+                args.worker_db,
                 "--persona",
                 PERSONA,
                 "--project",
@@ -324,13 +335,15 @@ def worker(args: argparse.Namespace) -> None:
     anyio.run(main_api if args.worker == "api" else main_mcp)
 
 
-def multi_process(db: Path, mode: str, args: argparse.Namespace, run: str) -> Result:
+def multi_process(
+    db: Path | str, mode: str, args: argparse.Namespace, run: str, procs: int
+) -> Result:
     cmd = [
         sys.executable,
         __file__,
         "--worker",
         mode,
-        "--db",
+        "--worker-db",
         str(db),
         "--run",
         run,
@@ -341,41 +354,41 @@ def multi_process(db: Path, mode: str, args: argparse.Namespace, run: str) -> Re
         "--seed",
         str(args.seed),
         "--procs",
-        str(args.procs),
+        str(procs),
     ]
-    procs = [
+    workers = [
         subprocess.Popen(
             [*cmd, "--part", str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-        for i in range(args.procs)
+        for i in range(procs)
     ]
     stats = Stats()
     try:
-        for p in procs:
+        for p in workers:
             assert p.stdout is not None
             if p.stdout.readline().strip() != "ready":
                 raise SystemExit(f"{mode} worker failed to start")
         t0 = time.perf_counter()
-        for p in procs:
+        for p in workers:
             assert p.stdin is not None
             p.stdin.write("go\n")
             p.stdin.flush()
-        for p in procs:
+        for p in workers:
             assert p.stdout is not None
             stats.merge(Stats.from_json(json.loads(p.stdout.readline())["stats"]))
         elapsed = time.perf_counter() - t0
         wal_loaded = wal_size(db)
-        for p in procs:
+        for p in workers:
             assert p.stdin is not None
             p.stdin.write("exit\n")
             p.stdin.flush()
             p.stdin.close()
-        for p in procs:
+        for p in workers:
             if p.wait(timeout=120) != 0:
                 stats.errors += 1
                 stats.samples.append(f"{mode} worker exited with {p.returncode}")
     finally:
-        for p in procs:
+        for p in workers:
             if p.poll() is None:
                 p.kill()
     return Result(
@@ -386,49 +399,83 @@ def multi_process(db: Path, mode: str, args: argparse.Namespace, run: str) -> Re
 # --- checks --------------------------------------------------------------------------------
 
 
-def wal_size(db: Path) -> int:
+def wal_size(db: Path | str) -> int:
     wal = Path(f"{db}-wal")
-    return wal.stat().st_size if wal.exists() else 0
+    return wal.stat().st_size if isinstance(db, Path) and wal.exists() else 0
 
 
-def verify(db: Path, result: Result) -> None:
-    """Read every stored event back with plain sqlite3 and compare with what was acked."""
-    conn = sqlite3.connect(db)
-    try:
-        stored = dict(conn.execute("select id, text from events"))
-    finally:
-        conn.close()
+def verify(db: Path | str, result: Result) -> None:
+    """Read every stored event back with plain sqlite3 (psycopg) and compare with what was
+    acked."""
+    if isinstance(db, str):
+        import psycopg
+
+        with psycopg.connect(db) as pg:
+            stored = dict(pg.execute("select id, text from events").fetchall())
+            [(result.db_bytes,)] = pg.execute("select pg_database_size(current_database())")
+    else:
+        conn = sqlite3.connect(db)
+        try:
+            stored = dict(conn.execute("select id, text from events"))
+        finally:
+            conn.close()
+        result.db_bytes = db.stat().st_size
     result.stored = len(stored)
     result.missing = sum(1 for id in result.stats.acked if id not in stored)
     result.changed = sum(
         1 for id, text in result.stats.acked.items() if id in stored and stored[id] != text
     )
     result.wal_closed = wal_size(db)
-    result.db_bytes = db.stat().st_size
+
+
+@contextmanager
+def fresh_postgres(server: str, name: str) -> Iterator[str]:
+    """A new database ``name`` on the server of the URL ``server``; its URL. Dropped after."""
+    import psycopg
+
+    parts = urlsplit(server)
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'drop database if exists "{name}"')
+        admin.execute(f'create database "{name}"')
+    try:
+        yield urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'drop database if exists "{name}" with (force)')
 
 
 def run_all(args: argparse.Namespace, tmp: Path) -> list[Result]:
     results = []
-    runs = [
-        ("in-process", "api1"),
-        (f"{args.procs} processes", "api"),
-        (f"{args.procs} MCP", "mcp"),
-    ]
-    for name, mode in runs:
-        db = tmp / f"stress-{mode}.db"
-        run = mode
-        sessions = make_sessions(args.sessions, args.events, args.seed, run)
-        ops = sum(len(s.ops) for s in sessions)
-        print(f"running {name}: {len(sessions)} sessions, {ops} ops ...", file=sys.stderr)
-        if mode == "api1":
-            stats, elapsed, wal = in_process(db, sessions)
-            result = Result(name, elapsed, stats, ops, wal_loaded=wal)
-        else:
-            result = multi_process(db, mode, args, run)
-            result.name, result.ops = name, ops
-        verify(db, result)
-        results.append(result)
+    runs = [("in-process", "api1", 1)]
+    for procs in args.procs:
+        runs += [(f"{procs} processes", "api", procs), (f"{procs} MCP", "mcp", procs)]
+    databases = ["sqlite"] + (["postgresql"] * bool(args.db))
+    for database in databases:
+        for name, mode, procs in runs:
+            with ExitStack() as stack:
+                if database == "postgresql":
+                    name = f"pg {name}"
+                    db: Path | str = stack.enter_context(
+                        fresh_postgres(args.db, f"amem_stress_{mode}_{procs}_{os.getpid()}")
+                    )
+                else:
+                    db = tmp / f"stress-{mode}-{procs}.db"
+                results.append(one_run(db, name, mode, procs, args))
     return results
+
+
+def one_run(db: Path | str, name: str, mode: str, procs: int, args: argparse.Namespace) -> Result:
+    sessions = make_sessions(args.sessions, args.events, args.seed, mode)
+    ops = sum(len(s.ops) for s in sessions)
+    print(f"running {name}: {len(sessions)} sessions, {ops} ops ...", file=sys.stderr)
+    if mode == "api1":
+        stats, elapsed, wal = in_process(db, sessions)
+        result = Result(name, elapsed, stats, ops, wal_loaded=wal)
+    else:
+        result = multi_process(db, mode, args, mode, procs)
+        result.name, result.ops, result.procs = name, ops, procs
+    verify(db, result)
+    return result
 
 
 def fmt(value: float) -> str:
@@ -485,7 +532,7 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
             "run": r.name,
             "sessions": args.sessions,
             "events_per_session": args.events,
-            "procs": args.procs,
+            "procs": r.procs,
             "elapsed_s": round(r.elapsed, 3),
             "ops_per_s": round(ops_s, 1),
             "events_per_s": round(len(s.acks) / r.elapsed, 1),
@@ -511,21 +558,39 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
         print(json.dumps(line))
 
 
+def counts(text: str) -> list[int]:
+    """``4,16``: the process counts to run."""
+    return [int(part) for part in text.split(",")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sessions", type=int, default=1_000, help="simulated sessions")
     parser.add_argument("--events", type=int, default=8, help="events per session")
-    parser.add_argument("--procs", type=int, default=4, help="processes / MCP servers")
+    parser.add_argument(
+        "--procs",
+        type=counts,
+        default=[4],
+        help="processes / MCP servers of the multi-process runs, e.g. 4,16 (default 4)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed for the generated texts")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temp files")
     add_results_argument(parser)
     parser.add_argument("--worker", choices=("api", "mcp"), help=argparse.SUPPRESS)
-    parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="also run every run on PostgreSQL: a fresh database per run on the server of "
+        "this postgresql:// URL (created and dropped; the URL's role needs CREATEDB)",
+    )
+    parser.add_argument("--worker-db", help=argparse.SUPPRESS)
     parser.add_argument("--run", default="", help=argparse.SUPPRESS)
     parser.add_argument("--part", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.sessions < 1 or args.events < 1 or args.procs < 1:
+    if args.sessions < 1 or args.events < 1 or min(args.procs) < 1:
         parser.error("--sessions, --events and --procs must be positive")
+    if args.db and not args.db.startswith("postgresql://"):
+        parser.error("--db takes a postgresql:// URL (the SQLite runs always run)")
     if args.worker:
         worker(args)
         return

@@ -63,12 +63,14 @@ DATABASES = ("sqlite", "postgresql")
 
 
 def runs_on_both_databases(metafunc: pytest.Metafunc) -> bool:
-    """A test marked ``both_databases`` that opens its memory with ``mem``; one that also
-    takes ``db_path`` itself reads the SQLite file beside amem, so it stays on SQLite."""
+    """A test marked ``both_databases`` that opens its memory with ``mem`` or ``target``;
+    one that also takes ``db_path`` itself reads the SQLite file beside amem, so it stays
+    on SQLite."""
     if metafunc.definition.get_closest_marker("both_databases") is None:
         return False
     own = inspect.signature(metafunc.function).parameters
-    return "mem" in metafunc.fixturenames and "db_path" not in own
+    opens = "mem" in metafunc.fixturenames or "target" in metafunc.fixturenames
+    return opens and "db_path" not in own
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -100,6 +102,15 @@ def database(request: pytest.FixtureRequest) -> str:
     """Which database ``mem`` opens: a test marked ``both_databases`` runs on a SQLite
     file and on a fresh PostgreSQL database; any other test on a SQLite file."""
     return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def target(database: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A database no process has opened yet, as ``amem.open`` takes it: a path where no
+    file is yet, or the URL of an empty PostgreSQL database."""
+    if database == "postgresql":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "fresh" / "memory.db")
 
 
 @pytest.fixture

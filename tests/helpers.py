@@ -190,6 +190,20 @@ async def remember_each(
     return [(await derive(scope, text, text, at=at)).id for text in texts]
 
 
+LEXICAL_STAND_IN = """
+create table if not exists search_fts (search_fts text, rowid bigint, tokens text, rank bigint)
+"""
+
+
+async def lexical_stand_in(mem: amem.Memory) -> None:
+    """Let the writes that index text run on PostgreSQL before its lexical index exists
+    (branch pg-lexical): a plain table takes the statements ``search.index`` writes for
+    FTS5's ``search_fts``, and nothing reads it. Nothing to do on SQLite.
+    Remove it, and its callers' lines, once pg-lexical is merged."""
+    if mem._runtime.db.postgres:
+        await mem._runtime.write(lambda conn: conn.execute(LEXICAL_STAND_IN))
+
+
 # --- the inspector's pages -----------------------------------------------------------------
 
 
@@ -337,15 +351,25 @@ class FileReport:
     """Every event row, by ID."""
 
 
-def inspect_file(db_path: Path) -> FileReport:
+SELECT_EVENT_ROWS = "select id, seq, persona, project, session, role, category, text from events"
+
+
+def inspect_file(db_path: Path | str) -> FileReport:
     """The file's schema version, its integrity check and every event row. The connection
-    may write: it recovers what a killed process left (a hot journal, a WAL)."""
+    may write: it recovers what a killed process left (a hot journal, a WAL). A PostgreSQL
+    URL is read with psycopg itself: its version row, and ``ok`` for the integrity of a
+    server that recovers on its own."""
+    if str(db_path).startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(str(db_path)) as pg:
+            [(version,)] = pg.execute("select max(version) from amem_schema").fetchall()
+            found = pg.execute(SELECT_EVENT_ROWS).fetchall()
+        return FileReport(version, [("ok",)], {id_: EventRow(*row) for id_, *row in found})
     with closing(sqlite3.connect(db_path)) as conn:
         user_version = conn.execute("pragma user_version").fetchone()[0]
         integrity = conn.execute("pragma integrity_check").fetchall()
-        found = conn.execute(
-            "select id, seq, persona, project, session, role, category, text from events"
-        )
+        found = conn.execute(SELECT_EVENT_ROWS)
         events = {event_id: EventRow(*row) for event_id, *row in found}
     return FileReport(user_version, integrity, events)
 

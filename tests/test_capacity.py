@@ -20,7 +20,11 @@ from amem.db.schema import SCHEMA_VERSION
 from amem.store.capacity import INDEX_OVERHEAD
 from amem.testing import FakeOpenAI, database
 
-pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
+pytestmark = [
+    pytest.mark.both_databases,
+    pytest.mark.anyio,
+    pytest.mark.one_backend,
+]  # see tests/conftest.py
 
 HOME = "我搬到杭州了，离西湖很近。"
 TEA = "I love Longjing tea."

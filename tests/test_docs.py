@@ -155,21 +155,26 @@ def test_every_mcp_tool_is_documented() -> None:
             assert f"`{argument}" in tools, (tool.name, argument)
 
 
-def run_example(name: str, code: str, folder: Path) -> str:
+def run_example(name: str, code: str, folder: Path, env: dict[str, str] | None = None) -> str:
     """Run an example as a script (``__main__``) in this process, in ``folder``, without
     the user's ``AMEM_*`` settings and with ``folder`` as the user-data directory (where
     ``amem.open()`` puts its default file); return what it printed."""
     printed = io.StringIO()
-    env = clean_env({"XDG_DATA_HOME": str(folder)})
+    env = clean_env({"XDG_DATA_HOME": str(folder), **(env or {})})
     with environment(env), contextlib.chdir(folder), contextlib.redirect_stdout(printed):
         exec(compile(code, name, "exec"), {"__name__": "__main__"})
     return printed.getvalue()
 
 
 @pytest.mark.parametrize(("name", "code"), python_examples(), ids=lambda v: v[:40])
-def test_docs_examples_run(name: str, code: str, tmp_path: Path) -> None:
+def test_docs_examples_run(
+    name: str, code: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # docs/postgres.md's examples open AMEM_DB: a fresh PostgreSQL database here
+    on_postgres = name.startswith("postgres.md#")
+    env = {"AMEM_DB": request.getfixturevalue("pg_url")} if on_postgres else {}
     expected = EXPECTED_OUTPUT.findall(code)
-    printed = run_example(name, code, tmp_path).splitlines()
+    printed = run_example(name, code, tmp_path, env).splitlines()
     assert len(printed) == len(expected), (name, printed)
     for line, claim in zip(printed, expected, strict=True):
         claim = re.sub(r"\s{2,}\(.*\)$", "", claim)  # "# -> 1  (a note)": the note is prose

@@ -42,9 +42,12 @@ TASKS = 6
 MAX_READ = 100_000
 
 
-async def test_acknowledged_events_survive_sigkill(anyio_backend: str, tmp_path: Path) -> None:
+@pytest.mark.both_databases
+async def test_acknowledged_events_survive_sigkill(
+    anyio_backend: str, tmp_path: Path, target: str
+) -> None:
     rng = random.Random(f"sigkill/{anyio_backend}")
-    db_path = tmp_path / "memory.db"
+    db_path = target
     acked: dict[str, int] = {}
     acks_per_round: list[int] = []
     last_acks: set[str] = set()
@@ -100,7 +103,7 @@ async def test_acknowledged_events_survive_sigkill(anyio_backend: str, tmp_path:
             assert page.event.role == common.role(event_id)
             assert page.event.session == common.session(event_id)
 
-    # Then, with amem closed, plain sqlite3 looks at every row and at the file itself.
+    # Then, with amem closed, plain sqlite3 (psycopg) looks at every row and at the file.
     report = await anyio.to_thread.run_sync(inspect_file, db_path)
     assert report.integrity == [("ok",)]
     assert report.user_version == SCHEMA_VERSION

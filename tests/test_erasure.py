@@ -21,7 +21,11 @@ from amem.db.schema import migrate
 from amem.search import index
 from amem.testing import database
 
-pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
+pytestmark = [
+    pytest.mark.both_databases,
+    pytest.mark.anyio,
+    pytest.mark.one_backend,
+]  # see tests/conftest.py
 
 
 async def jazz_and_oslo(scope: amem.Scope) -> list[amem.MemoryRecord]:

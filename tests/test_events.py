@@ -9,7 +9,11 @@ import pytest
 
 import amem
 
-pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
+pytestmark = [
+    pytest.mark.both_databases,
+    pytest.mark.anyio,
+    pytest.mark.one_backend,
+]  # see tests/conftest.py
 
 T0 = "2026-11-30T09:00:00+08:00"
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import amem_cli, dump, memory_draft
+from helpers import amem_cli, dump, lexical_stand_in, memory_draft
 
 import amem
 from amem.db.schema import SCHEMA_VERSION, V1, V2
@@ -506,10 +506,12 @@ async def test_sqlite_backups_of_older_schema_versions_restore(
 # --- files: never overwritten, atomic, confined ----------------------------------------
 
 
+@pytest.mark.both_databases
 @pytest.mark.parametrize("operation", ["export", "backup"])
 async def test_an_existing_target_is_never_overwritten(
     mem: amem.Memory, tmp_path: Path, operation: str
 ) -> None:
+    await lexical_stand_in(mem)
     await mem.scope().submit_event("something", role="user")
     target = tmp_path / "precious.out"
     target.write_bytes(b"keep me")
@@ -520,9 +522,11 @@ async def test_an_existing_target_is_never_overwritten(
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.both_databases
 async def test_a_target_created_during_the_export_is_not_overwritten(
     mem: amem.Memory, tmp_path: Path
 ) -> None:
+    await lexical_stand_in(mem)
     await mem.scope().submit_event("something", role="user")
     target = tmp_path / "race.jsonl"
 
@@ -537,7 +541,9 @@ async def test_a_target_created_during_the_export_is_not_overwritten(
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.both_databases
 async def test_a_failed_export_leaves_no_file(mem: amem.Memory, tmp_path: Path) -> None:
+    await lexical_stand_in(mem)
     for n in range(3):
         await mem.scope().submit_event(f"event {n}", role="user")
     target = tmp_path / "out" / "archive.jsonl"
@@ -555,6 +561,7 @@ async def test_a_failed_export_leaves_no_file(mem: amem.Memory, tmp_path: Path) 
     assert target.stat().st_mode & 0o777 == 0o600  # plaintext at rest: owner only
 
 
+@pytest.mark.both_databases
 @pytest.mark.parametrize("operation", ["export", "backup"])
 async def test_paths_are_confined(mem: amem.Memory, tmp_path: Path, operation: str) -> None:
     write = getattr(mem, operation)

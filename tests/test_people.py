@@ -301,14 +301,12 @@ async def test_removing_a_person_is_refused_while_they_own_anything(scope: amem.
 
 
 async def race(
-    anyio_backend: str, tmp_path: Path, runs: list[tuple[str, str, str]], version: str
+    anyio_backend: str, tmp_path: Path, target: str, runs: list[tuple[str, str, str]], version: str
 ) -> list[common.Child]:
-    """A ``state_racer.py`` child for each of ``runs`` (HOW KEY VALUE) over
-    ``tmp_path/memory.db``: every one reads the state (at ``version``) before any writes."""
+    """A ``state_racer.py`` child for each of ``runs`` (HOW KEY VALUE) over ``target``:
+    every one reads the state (at ``version``) before any writes."""
     async with common.spawner(anyio_backend, tmp_path) as spawn:
-        children = [
-            await spawn.start("state_racer.py", tmp_path / "memory.db", *run) for run in runs
-        ]
+        children = [await spawn.start("state_racer.py", target, *run) for run in runs]
         for child in children:
             await child.go()
         for child in children:
@@ -322,17 +320,17 @@ async def race(
 
 @pytest.mark.parametrize("how", ["save", "patch"])
 async def test_racing_processes_one_wins_the_other_gets_the_conflict(
-    anyio_backend: str, tmp_path: Path, how: str
+    anyio_backend: str, tmp_path: Path, target: str, how: str
 ) -> None:
-    db_path = tmp_path / "memory.db"
-    async with amem.open(db_path, settings=amem.Settings()) as mem:
+    async with amem.open(target, settings=amem.Settings()) as mem:
         await mem.scope(common.PERSONA, common.PROJECT).save_state({"turn": "0"})
-    children = await race(anyio_backend, tmp_path, [(how, "turn", str(n)) for n in (1, 2)], "1")
+    runs = [(how, "turn", str(n)) for n in (1, 2)]
+    children = await race(anyio_backend, tmp_path, target, runs, "1")
     results = sorted(
         " ".join(mark) for child in children for mark in child.marks if mark[0] != "read"
     )
     assert results == ["conflict version_conflict", "saved 2"], [c.describe() for c in children]
-    async with amem.open(db_path, settings=amem.Settings()) as mem:
+    async with amem.open(target, settings=amem.Settings()) as mem:
         state = await mem.scope(common.PERSONA, common.PROJECT).state()
     winner = next(n for n, c in zip((1, 2), children, strict=False) if ["saved", "2"] in c.marks)
     assert state.data == {"turn": str(winner)}
@@ -340,13 +338,13 @@ async def test_racing_processes_one_wins_the_other_gets_the_conflict(
 
 
 async def test_racing_patches_of_different_keys_both_land(
-    anyio_backend: str, tmp_path: Path
+    anyio_backend: str, tmp_path: Path, target: str
 ) -> None:
-    db_path = tmp_path / "memory.db"
-    children = await race(anyio_backend, tmp_path, [("patch", key, "v") for key in "ab"], "0")
+    runs = [("patch", key, "v") for key in "ab"]
+    children = await race(anyio_backend, tmp_path, target, runs, "0")
     saved = sorted(mark[1] for child in children for mark in child.marks if mark[0] == "saved")
     assert saved == ["1", "2"], [c.describe() for c in children]
-    async with amem.open(db_path, settings=amem.Settings()) as mem:
+    async with amem.open(target, settings=amem.Settings()) as mem:
         state = await mem.scope(common.PERSONA, common.PROJECT).state()
     assert state.data == {"a": "v", "b": "v"}, "nothing is lost"
     assert state.version == 2

@@ -1,6 +1,7 @@
-"""Several OS processes write to one database file at once, starting on a file that does not
-exist yet (so they also race to create and migrate it). Nobody sees "database is locked",
-nothing is lost, and the file ends up migrated once and intact.
+"""Several OS processes write to one database at once, starting on a database amem has not
+opened yet (so they also race to create and migrate it): a SQLite file, and a PostgreSQL
+database, as processes on several hosts share it. Nobody sees "database is locked",
+nothing is lost, and the database ends up migrated once and intact.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from helpers import inspect_file
 import amem
 from amem.db.schema import SCHEMA_VERSION
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_databases]
 
 
 PROCESSES = 3
@@ -25,13 +26,14 @@ TASKS = 8
 """Concurrent submitting tasks inside each process."""
 
 
-async def test_processes_share_one_new_file(anyio_backend: str, tmp_path: Path) -> None:
-    db_path = tmp_path / "fresh" / "memory.db"
-    assert not db_path.exists()
+async def test_processes_share_one_new_database(
+    anyio_backend: str, tmp_path: Path, database: str, target: str
+) -> None:
+    assert database == "postgresql" or not Path(target).exists()
 
     async with common.spawner(anyio_backend, tmp_path) as spawn:
         children = [
-            await spawn.start("concurrent_writer.py", db_path, f"p{n}", EVENTS, TASKS)
+            await spawn.start("concurrent_writer.py", target, f"p{n}", EVENTS, TASKS)
             for n in range(PROCESSES)
         ]
         for child in children:  # all imported, so "go" releases them onto the file together
@@ -56,7 +58,7 @@ async def test_processes_share_one_new_file(anyio_backend: str, tmp_path: Path) 
     assert len(acked) == PROCESSES * EVENTS
     assert len(set(acked.values())) == len(acked), "two acknowledged events share a seq"
 
-    async with amem.open(db_path, settings=amem.Settings()) as mem:
+    async with amem.open(target, settings=amem.Settings()) as mem:
         scope = mem.scope(persona=common.PERSONA, project=common.PROJECT)
         for event_id, seq in acked.items():
             page = await scope.read(event_id, limit=100_000)
@@ -64,7 +66,7 @@ async def test_processes_share_one_new_file(anyio_backend: str, tmp_path: Path) 
             assert page.event.seq == seq
             assert page.event.session == common.session(event_id)
 
-    report = await anyio.to_thread.run_sync(inspect_file, db_path)
+    report = await anyio.to_thread.run_sync(inspect_file, target)
     assert report.integrity == [("ok",)]
     assert report.user_version == SCHEMA_VERSION
     rows = {event_id: (row.seq, row.text) for event_id, row in report.events.items()}

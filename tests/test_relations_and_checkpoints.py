@@ -7,7 +7,11 @@ from helpers import remember
 
 import amem
 
-pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]  # see tests/conftest.py
+pytestmark = [
+    pytest.mark.both_databases,
+    pytest.mark.anyio,
+    pytest.mark.one_backend,
+]  # see tests/conftest.py
 
 
 async def test_corrections_and_deletions_invalidate_the_scope_checkpoints(

@@ -14,6 +14,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 import anyio
 import anyio.abc
 
+from ..config import is_postgres_url
 from ..errors import InvalidInput, StorageError
 from . import pg_schema, postgres
 from .drivers import Connection, connect
@@ -57,7 +58,7 @@ class Database:
         The caller must start ``db.writer.serve`` in its task group and close the writer
         before leaving this context.
         """
-        if postgres.is_url(path):
+        if is_postgres_url(path):
             async with cls._open_postgres(str(path), readers=readers) as db:
                 yield db
             return
@@ -191,7 +192,7 @@ def refuse_url(path: str | os.PathLike[str]) -> None:
     as a folder of that name (``mysql:/user@host/db``), and a PostgreSQL URL read into a
     path (``Path`` folds its ``//``). The URL is not echoed: it may hold a password."""
     found = URL.match(os.fspath(path))
-    if found and not postgres.is_url(path):
+    if found and not is_postgres_url(path):
         raise InvalidInput(
             f"the database is given as a {found.group(1)}: URL; amem stores memory in a "
             "SQLite file (a path) or in PostgreSQL (a postgresql:// URL)",

@@ -19,10 +19,11 @@ read again under it, so processes starting together migrate a new database exact
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Sequence
 
 from .pg_search import POSTGRES_TABLES
-from .postgres import WRITE_LOCK, PgConnection
+from .postgres import WRITE_LOCK
 from .schema import MIGRATIONS, RETOKENIZED, SCHEMA_VERSION, refuse_newer, retokenize
 
 SEARCH_TABLES: tuple[str, ...] = (
@@ -81,10 +82,11 @@ def statements(version: int, version_statements: Sequence[str]) -> list[str]:
     return [pg for statement in version_statements for pg in translated(statement, version)]
 
 
-def migrate(conn: PgConnection) -> int:
+def migrate(conn: sqlite3.Connection) -> int:
     """Bring the database up to ``SCHEMA_VERSION``, one transaction per version (as
     ``schema.migrate`` does for a file). No PostgreSQL database predates amem on
-    PostgreSQL, so a version that re-tokenizes the index finds it empty."""
+    PostgreSQL, so a version that re-tokenizes the index finds it empty. ``conn`` is a
+    ``PgConnection``, typed as the ``sqlite3.Connection`` it stands in for."""
     for target, version_statements in MIGRATIONS:
         conn.execute("begin immediate")
         try:
@@ -97,7 +99,7 @@ def migrate(conn: PgConnection) -> int:
                 for statement in statements(target, version_statements):
                     conn.execute(statement)
                 if target in RETOKENIZED:  # only a new database passes it: nothing to rebuild
-                    retokenize(conn, None)  # type: ignore[arg-type]
+                    retokenize(conn, None)
                 conn.execute("delete from amem_schema")
                 conn.execute("insert into amem_schema (version) values (?)", (target,))
             conn.execute("commit")
@@ -107,7 +109,7 @@ def migrate(conn: PgConnection) -> int:
     return SCHEMA_VERSION
 
 
-def version_and_tables(conn: PgConnection) -> tuple[int, int]:
+def version_and_tables(conn: sqlite3.Connection) -> tuple[int, int]:
     row = conn.execute(SELECT_VERSION_AND_TABLES).fetchone()
     assert row is not None
     version, tables = row

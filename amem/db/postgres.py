@@ -30,23 +30,18 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, TypeVar
 
+import anyio
+
 from .drivers import BUSY_TIMEOUT_MS
 
 T = TypeVar("T")
 
-SCHEMES = ("postgresql", "postgres")
-"""The URL schemes that select PostgreSQL (``amem.open``, ``AMEM_DB``, ``--db``)."""
 
 WRITE_LOCK = 0x616D656D
 """The advisory lock a write transaction holds ("amem"): one writer at a time per database."""
 LOCK_TIMEOUT_MS = BUSY_TIMEOUT_MS
 """How long a statement waits for another process's lock: as long as a SQLite write waits
 for the file's, and the writer's retries then apply alike (``writer.begin_immediate``)."""
-
-
-def is_url(database: object) -> bool:
-    """Whether ``database`` names a PostgreSQL database rather than a SQLite file."""
-    return isinstance(database, str) and database.split("://", 1)[0].lower() in SCHEMES
 
 
 def without_password(url: str) -> str:
@@ -249,8 +244,8 @@ def as_sqlite_error(exc: Any) -> sqlite3.Error:
         kind, name = sqlite3.OperationalError, f"PostgreSQL {state or 'connection'}"
     primary = getattr(getattr(exc, "diag", None), "message_primary", None)
     error = kind(primary or type(exc).__name__)
-    error.sqlite_errorcode = code  # type: ignore[attr-defined]
-    error.sqlite_errorname = name  # type: ignore[attr-defined]
+    error.sqlite_errorcode = code
+    error.sqlite_errorname = name
     return error
 
 
@@ -365,15 +360,11 @@ class PgDriver:
     while its job runs waits for it to finish (the job is never cut in half)."""
 
     def __init__(self, conn: PgConnection) -> None:
-        import anyio  # here: ``config`` imports this module for ``is_url``, at every start
-
         self._conn: PgConnection | None = conn
         self._one_at_a_time = anyio.CapacityLimiter(1)
 
     @classmethod
     async def open(cls, url: str, *, readonly: bool) -> PgDriver:
-        import anyio
-
         conn = await anyio.to_thread.run_sync(lambda: PgConnection.connect(url, readonly=readonly))
         return cls(conn)
 
@@ -381,14 +372,10 @@ class PgDriver:
         conn = self._conn
         if conn is None:
             raise ValueError("connection closed")
-        import anyio
-
         return await anyio.to_thread.run_sync(fn, conn, limiter=self._one_at_a_time)
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            import anyio
-
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(conn.close, limiter=self._one_at_a_time)

@@ -17,8 +17,9 @@ they erased before it meets them (and leaves them out); people come next, so an 
 memory can be checked against its scope's registry.
 
 Rows come from two sources, both read as streams: the lines of an archive
-(``read_lines``) and the tables of a SQLite file (``dump_rows``: the database itself for
-export and doctor, a backup for restore). Neither trusts its input: lines and cells are
+(``read_lines``) and the tables of a database (``dump_rows``: the database itself, SQLite
+or PostgreSQL, for export, backup and doctor; a SQLite backup for restore), the same rows
+in the same order from either. Neither trusts its input: lines and cells are
 capped, text must decode, JSON must parse, and only plain tables with amem's columns
 are read (a view or virtual table named ``events`` could compute rows forever).
 
@@ -52,7 +53,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..db.in_lists import literals
+from ..db.postgres import is_postgres
 from ..db.schema import SCHEMA_VERSION
 from ..db.times import db_time
 from ..errors import InvalidInput, StorageError
@@ -75,6 +76,7 @@ from ..models import (
 from ..store import people
 from ..store.checkpoints import JSON_COLUMNS
 from ..store.eviction import DERIVED_STATUSES
+from . import catalog
 
 FORMAT = "amem-archive"
 FORMAT_VERSION = 1
@@ -424,7 +426,11 @@ def decode(data: bytes) -> str | Undecodable:
 @contextmanager
 def decoding(conn: sqlite3.Connection) -> Iterator[None]:
     """Within the block, text that is not UTF-8 reads as ``UNDECODABLE`` instead of
-    failing the whole query (sqlite3's error would not say which row, and would quote it)."""
+    failing the whole query (sqlite3's error would not say which row, and would quote it).
+    PostgreSQL checks text against the database's encoding as it stores it: nothing to do."""
+    if is_postgres(conn):
+        yield
+        return
     previous = conn.text_factory
     conn.text_factory = decode
     try:
@@ -461,21 +467,16 @@ def count_rows(conn: sqlite3.Connection) -> int:
     )
 
 
-SCHEMA_OBJECTS = f"""
-select name, type, sql from sqlite_master where name in ({literals(TABLES)})
-"""
-
-
 def table_columns(conn: sqlite3.Connection) -> dict[str, list[str]]:
     """The authoritative tables present, in ``TABLES`` order, with their columns.
 
     Each must be a plain table (not a view or a virtual table) whose columns are amem's:
     none unknown, none required missing."""
     found: dict[str, list[str]] = {}
-    for name, kind, sql in conn.execute(SCHEMA_OBJECTS).fetchall():
-        if kind != "table" or not str(sql).startswith("CREATE TABLE"):
+    for name, plain in catalog.plain_tables(conn, TABLES).items():
+        if not plain:
             raise BadRow(f"{name} is not a plain table")
-        columns = [str(row[1]) for row in conn.execute(f"pragma table_info({name})")]
+        columns = [column.name for column in catalog.columns(conn, name)]
         fields = MODELS[name].model_fields
         required = {field for field, info in fields.items() if info.is_required()}
         if not required <= set(columns) <= fields.keys():

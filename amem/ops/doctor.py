@@ -13,6 +13,11 @@ the registry), extractions left pending or failed, vector coverage and interrupt
 reindexes, capacity counters against the rows they count and scopes near their capacity
 limits, and reports table counts.
 
+On PostgreSQL the same checks run, but for what the server keeps itself: its pages
+(``integrity``: it has checksums and ``amcheck``) and the encoding of text (it checks text
+as it stores it; the database's encoding must be UTF-8). Foreign keys are counted from
+its catalog (``broken_references``), as SQLite's ``foreign_key_check`` counts them.
+
 Also the index rebuild a schema migration runs when the search tokens change
 (``reindex_for_migration``). Every rebuild indexes through ``index.index_doc``, which
 reads each row's people, so documents keep their person tokens.
@@ -27,12 +32,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 
 from ..config import Settings
-from ..db.schema import SCHEMA_VERSION
+from ..db.postgres import is_postgres
+from ..db.schema import SCHEMA_VERSION, stored_version
 from ..models import DoctorCheck, DoctorReport, Progress
 from ..search import index, postings, vector_rows
 from ..search.text import segment_all
 from ..store import capacity, people
-from . import archive
+from . import archive, catalog
 
 log = logging.getLogger("amem")
 
@@ -139,9 +145,9 @@ OWNERSHIP = (
     (
         "memories about a person not in their scope's registry",
         f"""select count(*), min(m.id) from memories m
-        where m.about is not null and (not json_valid(m.about) or exists (
+        where m.about is not null and case when {{json_list}} then exists (
             select 1 from json_each(m.about) a
-            where {NO_PERSON.format(row="m", column="a.value")}))""",
+            where {NO_PERSON.format(row="m", column="a.value")}) else true end""",
     ),
     (
         "memories belonging to another person than their source event",
@@ -155,7 +161,19 @@ OWNERSHIP = (
     ),
 )
 """What a write around amem can leave of ownership: each kind of row naming a person it
-must not, and the SQL counting it, with its first ID."""
+must not, and the SQL counting it, with its first ID (``{json_list}``: ``JSON_LIST``)."""
+JSON_LIST = "json_valid(m.about)"
+"""Whether a memory's ``about`` can be read as JSON (``case`` reads it only then)."""
+JSON_SPACE = r"[ \t\n\r]*"
+JSON_STRING = r'"([^"\\[:cntrl:]]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
+PG_JSON_LIST = (
+    rf"m.about ~ '^\[{JSON_SPACE}({JSON_STRING}({JSON_SPACE},{JSON_SPACE}{JSON_STRING})*)?"
+    rf"{JSON_SPACE}\]$'"
+)
+"""The same on PostgreSQL, which has no ``json_valid`` before version 16, and whose cast
+to ``json`` fails the whole query: a JSON list of strings, as amem writes it."""
+SERVER_ENCODING = "select current_setting('server_encoding')"
+PG_ENCODING_HINT = "create the database with ENCODING 'UTF8' and load an export of this one into it"
 OWNERSHIP_HINT = (
     "add the missing person with that ID (`upsert_person`), or move the events to a person "
     f"of the registry (`assign`, which moves their memories too); or {RESTORE_HINT}"
@@ -167,11 +185,11 @@ def examine(
 ) -> DoctorReport:
     """Every check, run on one connection (the FTS check needs a writable one), with the
     ``row_checks`` already run on a read snapshot."""
+    postgres = is_postgres(conn)
     checks = [
         schema_check(conn),
-        pragma_check(conn, "integrity", "pragma integrity_check", ["ok"], RESTORE_HINT),
-        pragma_check(conn, "foreign keys", "pragma foreign_key_check", [], REIMPORT_HINT),
-        fts_check(conn),
+        *(server_checks(conn) if postgres else file_checks(conn)),
+        index_check(conn),
         count_check(conn, "search coverage", UNINDEXED, "current memories or events not indexed"),
         count_check(conn, "search orphans", ORPHANED, "index rows pointing at nothing"),
         *row_checks,
@@ -182,20 +200,78 @@ def examine(
     counts = {t: conn.execute(f"select count(*) from {t}").fetchone()[0] for t in COUNTED}
     return DoctorReport(
         ok=all(check.ok or check.severity != "error" for check in checks),
-        schema_version=conn.execute("pragma user_version").fetchone()[0],
+        schema_version=stored_version(conn),
         checks=checks,
         counts=counts,
     )
 
 
 def schema_check(conn: sqlite3.Connection) -> DoctorCheck:
-    version = conn.execute("pragma user_version").fetchone()[0]
+    version = stored_version(conn)
     return DoctorCheck(
         name="schema version",
         ok=version == SCHEMA_VERSION,
         detail=f"version {version}",
-        fix=None if version == SCHEMA_VERSION else "open the file with amem once to migrate it",
+        fix=None if version == SCHEMA_VERSION else "open the database with amem once to migrate it",
     )
+
+
+def skipped(name: str, why: str) -> DoctorCheck:
+    """A check this database does not take, and why: it passes, saying so."""
+    return DoctorCheck(name=name, ok=True, detail=f"not checked on PostgreSQL: {why}", fix=None)
+
+
+def file_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
+    """SQLite's own checks of the file: its pages, and every foreign key."""
+    return [
+        pragma_check(conn, "integrity", "pragma integrity_check", ["ok"], RESTORE_HINT),
+        pragma_check(conn, "foreign keys", "pragma foreign_key_check", [], REIMPORT_HINT),
+    ]
+
+
+def server_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
+    """On PostgreSQL the server keeps its own pages; the foreign keys are counted anew
+    (PostgreSQL enforces them, but a write with triggers off, as a replica's, does not)."""
+    return [
+        skipped("integrity", "the server checks its own pages (data checksums, amcheck)"),
+        verdict("foreign keys", broken_references(conn), REIMPORT_HINT),
+    ]
+
+
+PG_FOREIGN_KEYS = """
+select child.relname, parent.relname,
+  array(select a.attname from unnest(k.conkey) with ordinality as c(attnum, n)
+        join pg_catalog.pg_attribute a on a.attrelid = k.conrelid and a.attnum = c.attnum
+        order by c.n),
+  array(select a.attname from unnest(k.confkey) with ordinality as c(attnum, n)
+        join pg_catalog.pg_attribute a on a.attrelid = k.confrelid and a.attnum = c.attnum
+        order by c.n)
+from pg_catalog.pg_constraint k
+join pg_catalog.pg_class child on child.oid = k.conrelid
+join pg_catalog.pg_class parent on parent.oid = k.confrelid
+join pg_catalog.pg_namespace n on n.oid = k.connamespace
+where k.contype = 'f' and n.nspname = current_schema()
+order by child.relname, k.conname
+"""
+
+
+def broken_references(conn: sqlite3.Connection) -> str | None:
+    """Rows whose foreign key names no row (a key with a NULL in it names none, as in
+    SQLite's ``foreign_key_check``), counted per constraint from PostgreSQL's catalog."""
+    problems = []
+    for child, parent, columns, keys in conn.execute(PG_FOREIGN_KEYS).fetchall():
+        present = " and ".join(f"c.{column} is not null" for column in columns)
+        same = " and ".join(
+            f"p.{key} = c.{column}" for key, column in zip(keys, columns, strict=True)
+        )
+        sql = f"""select count(*) from {child} c where {present}
+            and not exists (select 1 from {parent} p where {same})"""
+        count = conn.execute(sql).fetchone()[0]
+        if count:
+            problems.append(f"{count} in {child}")
+    if not problems:
+        return None
+    return f"{len(problems)} problem(s), first: {problems[0]}"
 
 
 def verdict(name: str, problem: str | None, fix: str) -> DoctorCheck:
@@ -223,7 +299,7 @@ def pragma_check(
     return verdict(name, problem, fix)
 
 
-def fts_check(conn: sqlite3.Connection) -> DoctorCheck:
+def index_check(conn: sqlite3.Connection) -> DoctorCheck:
     """The index's own check against ``search_docs`` (``Postings.check``)."""
     return verdict("search index", postings.of(conn).check(), REBUILD_HINT)
 
@@ -249,7 +325,9 @@ def row_checks(conn: sqlite3.Connection) -> list[DoctorCheck]:
 def ownership_check(conn: sqlite3.Connection) -> DoctorCheck:
     """Every person a row names is in its scope's registry, and a memory belongs to the
     person its source event belongs to."""
-    return verdict("ownership", counted_rows(conn, OWNERSHIP), OWNERSHIP_HINT)
+    json_list = PG_JSON_LIST if is_postgres(conn) else JSON_LIST
+    queries = [(what, sql.format(json_list=json_list)) for what, sql in OWNERSHIP]
+    return verdict("ownership", counted_rows(conn, queries), OWNERSHIP_HINT)
 
 
 def names_check(conn: sqlite3.Connection) -> DoctorCheck:
@@ -267,7 +345,13 @@ def orphan_check(conn: sqlite3.Connection) -> DoctorCheck:
 
 def text_check(conn: sqlite3.Connection) -> DoctorCheck:
     """Every text cell of every table decodes as UTF-8. SQLite stores whatever bytes it
-    is given; a cell written around amem can hold bytes no reader can decode."""
+    is given; a cell written around amem can hold bytes no reader can decode. PostgreSQL
+    checks text against the database's encoding as it stores it: there, the encoding must
+    be UTF-8 (``SQL_ASCII`` checks nothing)."""
+    if is_postgres(conn):
+        [encoding] = conn.execute(SERVER_ENCODING).fetchone()
+        problem = None if encoding == "UTF8" else f"the database's encoding is {encoding}"
+        return verdict("text encoding", problem, PG_ENCODING_HINT)
     with archive.decoding(conn):
         bad = next(filter(None, (undecodable_row(conn, table) for table in COUNTED)), None)
     problem = None if bad is None else f"{bad}: a text cell is not valid UTF-8"
@@ -276,7 +360,7 @@ def text_check(conn: sqlite3.Connection) -> DoctorCheck:
 
 def undecodable_row(conn: sqlite3.Connection, table: str) -> str | None:
     """The first row of ``table`` holding undecodable text, by name (blobs unread)."""
-    columns = [row[1] for row in conn.execute(f"pragma table_info({table})") if row[2] != "BLOB"]
+    columns = [column.name for column in catalog.columns(conn, table) if not column.blob]
     cursor = conn.execute(f"select {', '.join(columns)} from {table}")
     for number, values in enumerate(cursor, start=1):
         if any(value is archive.UNDECODABLE for value in values):
@@ -445,7 +529,7 @@ def rebuild_index(conn: sqlite3.Connection, docs: Iterable[index.Document]) -> i
 
 def has_people(conn: sqlite3.Connection) -> bool:
     """Whether the file's events can belong to people yet (schema 11 on)."""
-    return any(row[1] == "person" for row in conn.execute("pragma table_info(events)"))
+    return any(column.name == "person" for column in catalog.columns(conn, "events"))
 
 
 def rebuild(conn: sqlite3.Connection, docs: Iterable[index.Document]) -> int:

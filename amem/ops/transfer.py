@@ -11,6 +11,11 @@ with its memories, their relations and its assignments (``Erased``), so a file t
 both never brings the event back. People come before the events and memories that belong
 to them: each row is inserted with its person already set, so its search document carries
 its people's tokens, and each person's folded names (``person_names``) are written anew.
+
+The same on SQLite and PostgreSQL, and the same archive from either. Rows keep their
+numbers (``events.seq``, ``memories.num``, ...); on PostgreSQL a load then moves the
+identity sequences past them (``catalog.advance_row_numbers``). A PostgreSQL database
+backs up into a SQLite file (``copy_to_sqlite``), which restores into either.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ from typing import Any
 
 from ..db.database import read_only_storage
 from ..db.drivers import open_sqlite
-from ..db.schema import SCHEMA_VERSION
+from ..db.schema import SCHEMA_VERSION, migrate, stored_version
 from ..db.times import db_now, db_time, utc_now
-from ..db.writer import storage_error
+from ..db.writer import immediate, storage_error
 from ..errors import InvalidInput, StorageError
 from ..limits import MAX_ARCHIVE_CELL_BYTES
 from ..models import Progress
@@ -37,7 +42,7 @@ from ..search.text import segment
 from ..store import people, runs
 from ..store.facts import FADING_KINDS, topic_cue
 from ..store.tombstones import is_erased
-from . import archive, files
+from . import archive, catalog, files
 from .archive import BadRow, Row, Source
 
 Loaded = tuple[dict[str, int], dict[str, int]]
@@ -64,7 +69,7 @@ def write_archive(
                 open(os.open(temp, os.O_WRONLY | os.O_NOFOLLOW), "w", encoding="utf-8") as out,
                 closing(archive.dump_rows(conn)) as rows,
             ):
-                version = conn.execute("pragma user_version").fetchone()[0]
+                version = stored_version(conn)
                 out.write(archive.line(archive.header(version, db_time(utc_now()))))
                 for table, row, where in rows:
                     out.write(row_line(table, row, where))
@@ -93,7 +98,7 @@ def report(progress: Progress | None, done: int, total: int, *, final: bool = Fa
         progress(done, done if final else total)
 
 
-def backup_file(db_path: Path, target: Path, temp: Path) -> None:
+def backup_file(db_path: Path | str, target: Path, temp: Path) -> None:
     """Copy the database with SQLite's backup API (consistent while writers run), through
     ``temp`` (a ``files.temp_name``)."""
     try:
@@ -109,6 +114,35 @@ def backup_file(db_path: Path, target: Path, temp: Path) -> None:
         raise files.os_error("writing the backup failed", exc) from None
     except sqlite3.Error as exc:
         raise storage_error(exc) from None
+
+
+def copy_to_sqlite(conn: sqlite3.Connection, target: Path, temp: Path) -> dict[str, int]:
+    """``backup`` of a PostgreSQL database: a new SQLite file holding the same data, read
+    on one snapshot (``conn``, a reader's) and written through import's own load (every
+    row validated, the search index built), through ``temp`` (a ``files.temp_name``).
+
+    A file, as ``backup`` writes on SQLite, because a user who backs up expects a file that
+    ``restore`` takes back, on either database, and that amem opens as it is; refusing
+    would leave only ``pg_dump``, whose dump amem cannot restore or check. A backup of the
+    whole server (roles, other databases, point-in-time recovery) stays ``pg_dump``'s or
+    the server's own work."""
+    try:
+        with files.private_temp(temp):
+            with (
+                closing(open_sqlite(str(temp), readonly=False)) as copy,
+                closing(archive.dump_rows(conn)) as rows,
+            ):
+                migrate(copy)
+                with immediate(copy):
+                    counts, _ = load(copy, rows, 0, None)
+            files.publish(temp, target)
+    except OSError as exc:
+        raise files.os_error("writing the backup failed", exc) from None
+    except BadRow as exc:
+        raise StorageError(f"{exc}; nothing was backed up") from None
+    except sqlite3.Error as exc:
+        raise storage_error(exc) from None
+    return counts
 
 
 # --- import and restore ------------------------------------------------------------------
@@ -247,6 +281,7 @@ def load(conn: sqlite3.Connection, rows: Source, total: int, progress: Progress 
         counts[table] += 1
     # a run that froze an event a tombstone left out keeps no copy of its text
     runs.forget_events(conn, erased.events, db_now())
+    catalog.advance_row_numbers(conn)
     report(progress, done, total, final=True)
     return counts, erased.skipped
 

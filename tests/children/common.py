@@ -218,7 +218,7 @@ class Spawner:
         self._log_dir = log_dir
         self._children: list[Child] = []
 
-    async def start(self, script: str, db_path: Path, *args: object) -> Child:
+    async def start(self, script: str, db_path: Path | str, *args: object) -> Child:
         name = f"{len(self._children)}-{Path(script).stem}"
         stderr_path = self._log_dir / f"child-{name}.stderr"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AMEM_")}
