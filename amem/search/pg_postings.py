@@ -45,8 +45,10 @@ cross join lateral (
 group by q.n
 """
 NARROWED = """
-join search_postings w on w.persona = p.persona and w.project = p.project
-    and w.term = :person and w.num = p.num
+cross join lateral (
+    select 1 from search_postings w where w.persona = p.persona and w.project = p.project
+        and w.term = :person and w.num = p.num limit 1
+) as w
 """
 
 
@@ -256,10 +258,22 @@ def rows_of(within: Within) -> ScopeRows:
     return within
 
 
+# A document's posting of another term, looked up by its whole key. The limit keeps the
+# planner from flattening it into a join it may plan as a scan of the term's every posting
+# (it did, 200 times slower, on a table not analyzed since it grew): the lookups stay
+# bounded by the first term's postings, whatever the statistics say.
+PROBE = """
+cross join lateral (
+    select 1 from search_postings t{n} where t{n}.persona = t0.persona
+        and t{n}.project = t0.project and t{n}.term = :term{n} and t{n}.num = t0.num limit 1
+) as h{n}
+"""
+
+
 def holding(rows: ScopeRows, terms: Sequence[str]) -> tuple[str, dict[str, object]]:
     """``from ... where ...`` of the documents ``t0.num`` of the scope holding every term
-    (and the person's token, for a person's recall), and its parameters: the postings of
-    each joined on ``num``."""
+    (and the person's token, for a person's recall), and its parameters: the first term's
+    postings in order, each probed for the others' (pass the rarest first)."""
     wanted = list(dict.fromkeys([fold(term) for term in terms]))
     if rows.person_token is not None:
         wanted = list(dict.fromkeys([*wanted, rows.person_token]))
@@ -268,10 +282,7 @@ def holding(rows: ScopeRows, terms: Sequence[str]) -> tuple[str, dict[str, objec
     for n, term in enumerate(wanted):
         params[f"term{n}"] = term
         if n:
-            joins.append(
-                f"join search_postings t{n} on t{n}.persona = t0.persona"
-                f" and t{n}.project = t0.project and t{n}.term = :term{n} and t{n}.num = t0.num"
-            )
+            joins.append(PROBE.format(n=n))
     where = "where t0.persona = :persona and t0.project = :project and t0.term = :term0"
     return f"from search_postings t0 {' '.join(joins)} {where}", params
 
