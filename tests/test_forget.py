@@ -69,9 +69,9 @@ async def add_vector(mem: amem.Memory, scope: amem.Scope, kind: str, ref: str) -
     await database(mem).write(
         lambda c: c.execute(
             "insert into vectors (persona, project, doc_kind, ref, chunk, fingerprint, dim,"
-            " vector, text_hash, created_at) values (?, ?, ?, ?, 0, 'fp', 1, x'00', 'h',"
+            " vector, text_hash, created_at) values (?, ?, ?, ?, 0, 'fp', 1, ?, 'h',"
             " '2026-01-01T00:00:00.000000Z')",
-            (scope.persona, scope.project, kind, ref),
+            (scope.persona, scope.project, kind, ref, b"\x00"),
         )
     )
 
