@@ -249,8 +249,8 @@ def as_sqlite_error(exc: Any) -> sqlite3.Error:
         kind, name = sqlite3.OperationalError, f"PostgreSQL {state or 'connection'}"
     primary = getattr(getattr(exc, "diag", None), "message_primary", None)
     error = kind(primary or type(exc).__name__)
-    error.sqlite_errorcode = code  # type: ignore[attr-defined]
-    error.sqlite_errorname = name  # type: ignore[attr-defined]
+    error.sqlite_errorcode = code
+    error.sqlite_errorname = name
     return error
 
 

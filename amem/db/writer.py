@@ -91,7 +91,12 @@ class Writer:
     """Serialises every write of one ``Memory`` through one connection."""
 
     def __init__(
-        self, conn: Connection, *, wal: Path | None = None, wal_limit: int = 0, checkpoints: bool = True
+        self,
+        conn: Connection,
+        *,
+        wal: Path | None = None,
+        wal_limit: int = 0,
+        checkpoints: bool = True,
     ) -> None:
         self._conn = conn
         self._checkpoints = checkpoints

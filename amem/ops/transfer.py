@@ -93,7 +93,7 @@ def report(progress: Progress | None, done: int, total: int, *, final: bool = Fa
         progress(done, done if final else total)
 
 
-def backup_file(db_path: Path, target: Path, temp: Path) -> None:
+def backup_file(db_path: Path | str, target: Path, temp: Path) -> None:
     """Copy the database with SQLite's backup API (consistent while writers run), through
     ``temp`` (a ``files.temp_name``)."""
     try:
