@@ -19,6 +19,7 @@ read again under it, so processes starting together migrate a new database exact
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Sequence
 
 from .postgres import WRITE_LOCK, PgConnection
@@ -105,6 +106,13 @@ def migrate(conn: PgConnection) -> int:
     return SCHEMA_VERSION
 
 
+def stored_version(conn: sqlite3.Connection) -> int:
+    """The database's schema version, 0 when amem has no tables there; creates nothing."""
+    if not conn.execute("select to_regclass('amem_schema') is not null").fetchone()[0]:
+        return 0
+    return int(conn.execute("select max(version) from amem_schema").fetchone()[0] or 0)
+
+
 def version_and_tables(conn: PgConnection) -> tuple[int, int]:
     row = conn.execute(SELECT_VERSION_AND_TABLES).fetchone()
     assert row is not None
@@ -123,4 +131,4 @@ def refuse_foreign(tables: int) -> None:
         )
 
 
-__all__ = ["SCHEMA_VERSION", "WRITE_LOCK", "migrate"]
+__all__ = ["SCHEMA_VERSION", "WRITE_LOCK", "migrate", "stored_version"]
