@@ -29,11 +29,8 @@ from amem.cli.show import LINE_CHARS
 from amem.store import erasure, tombstones
 from amem.testing import database
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 CAT_AND_PEANUTS = "I have a cat named Mochi. 另外，我对花生过敏。"
 SECRET = "Zanzibar7731 我的秘密暗号是青龙偃月刀"
