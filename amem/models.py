@@ -1073,11 +1073,12 @@ class Capacity(Record):
     max_text_bytes: int | None
     """The scope's limit on ``text_bytes``; None: no limit."""
     file_bytes: int
-    """Size of the database file (every scope)."""
+    """Size of the database file (every scope); on PostgreSQL, of the whole database."""
     wal_bytes: int
-    """Size of its write-ahead log (0 when there is none)."""
+    """Size of its write-ahead log (0 when there is none, and on PostgreSQL)."""
     free_bytes: int
-    """Bytes of unused pages inside the file, which later writes reuse before it grows."""
+    """Bytes of unused pages inside the file, which later writes reuse before it grows
+    (0 on PostgreSQL)."""
 
 
 class Person(Record):

@@ -65,8 +65,11 @@ DATABASES = ("sqlite", "postgresql")
 def runs_on_both_databases(metafunc: pytest.Metafunc) -> bool:
     """A test marked ``both_databases`` that opens its memory with ``mem`` or ``target``;
     one that also takes ``db_path`` itself reads the SQLite file beside amem, so it stays
-    on SQLite."""
-    if metafunc.definition.get_closest_marker("both_databases") is None:
+    on SQLite, as does one marked ``sqlite_only`` (what it tests is the file's)."""
+    definition = metafunc.definition
+    if definition.get_closest_marker("both_databases") is None:
+        return False
+    if definition.get_closest_marker("sqlite_only") is not None:
         return False
     own = inspect.signature(metafunc.function).parameters
     opens = "mem" in metafunc.fixturenames or "target" in metafunc.fixturenames

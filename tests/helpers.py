@@ -190,20 +190,6 @@ async def remember_each(
     return [(await derive(scope, text, text, at=at)).id for text in texts]
 
 
-LEXICAL_STAND_IN = """
-create table if not exists search_fts (search_fts text, rowid bigint, tokens text, rank bigint)
-"""
-
-
-async def lexical_stand_in(mem: amem.Memory) -> None:
-    """Let the writes that index text run on PostgreSQL before its lexical index exists
-    (branch pg-lexical): a plain table takes the statements ``search.index`` writes for
-    FTS5's ``search_fts``, and nothing reads it. Nothing to do on SQLite.
-    Remove it, and its callers' lines, once pg-lexical is merged."""
-    if mem._runtime.db.postgres:
-        await mem._runtime.write(lambda conn: conn.execute(LEXICAL_STAND_IN))
-
-
 # --- the inspector's pages -----------------------------------------------------------------
 
 

@@ -118,7 +118,7 @@ def other(backend: str) -> str:
     return "trio" if backend == "asyncio" else "asyncio"
 
 
-def serve_args(db: Path, backend: str) -> list[str]:
+def serve_args(db: Path | str, backend: str) -> list[str]:
     scope = ["--persona", PERSONA, "--project", PROJECT]
     return ["-m", "amem", "serve", "--db", str(db), *scope, "--backend", backend]
 
@@ -164,9 +164,10 @@ async def wait_for_events(db: Path, count: int) -> None:
 
 
 @asynccontextmanager
-async def client(db: Path, backend: str, log: Path) -> AsyncIterator[ClientSession]:
-    """An MCP client session, not yet initialized, with a fresh ``amem serve`` subprocess
-    (its environment: the SDK's safe default, so no ``AMEM_*`` setting leaks in)."""
+async def client(db: Path | str, backend: str, log: Path) -> AsyncIterator[ClientSession]:
+    """An MCP client session, not yet initialized, with a fresh ``amem serve`` subprocess on
+    ``db`` (a file's path or a PostgreSQL URL; its environment: the SDK's safe default, so
+    no ``AMEM_*`` setting leaks in)."""
     params = StdioServerParameters(command=sys.executable, args=serve_args(db, backend))
     with log_file(log) as errlog:
         async with (
@@ -177,7 +178,7 @@ async def client(db: Path, backend: str, log: Path) -> AsyncIterator[ClientSessi
 
 
 @asynccontextmanager
-async def connect(db: Path, backend: str, log: Path) -> AsyncIterator[ClientSession]:
+async def connect(db: Path | str, backend: str, log: Path) -> AsyncIterator[ClientSession]:
     """An initialized MCP client session with a fresh ``amem serve`` subprocess."""
     async with client(db, backend, log) as session:
         await session.initialize()
@@ -361,7 +362,7 @@ def tool_result(response: dict[str, Any]) -> tuple[bool, str]:
 
 @asynccontextmanager
 async def raw_server(
-    db: Path,
+    db: Path | str,
     backend: str,
     log: Path | None,
     *,

@@ -20,11 +20,8 @@ from amem.db.schema import SCHEMA_VERSION
 from amem.store.capacity import INDEX_OVERHEAD
 from amem.testing import FakeOpenAI, database
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 HOME = "我搬到杭州了，离西湖很近。"
 TEA = "I love Longjing tea."

@@ -407,6 +407,7 @@ async def test_runs_travel_in_archives(tmp_path: Path) -> None:
 
 
 @pytest.mark.one_backend
+@pytest.mark.sqlite_only  # the inspector reads a SQLite file
 async def test_the_inspector_shows_runs_what_they_froze_and_what_they_did(
     mem: amem.Memory, scope: amem.Scope
 ) -> None:

@@ -10,11 +10,8 @@ from helpers import remember
 
 import amem
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 JUN, SEP = "2026-06-01T00:00:00Z", "2026-09-01T00:00:00Z"
 

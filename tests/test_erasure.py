@@ -21,11 +21,8 @@ from amem.db.schema import migrate
 from amem.search import index
 from amem.testing import database
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 
 async def jazz_and_oslo(scope: amem.Scope) -> list[amem.MemoryRecord]:

@@ -9,11 +9,8 @@ import pytest
 
 import amem
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 T0 = "2026-11-30T09:00:00+08:00"
 

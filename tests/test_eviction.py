@@ -24,11 +24,8 @@ import amem
 from amem.store import erasure
 from amem.testing import database
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 SECRET = "Zanzibar7731 我住在青龙偃月街"
 JAN = "2026-01-10T09:00:00+00:00"

@@ -86,7 +86,8 @@ def test_writing_commands_still_create_the_database_and_its_folders(tmp_path: Pa
     assert cli_ok("status", "--db", str(db)).startswith("scope default/default")
 
 
-URL = "postgresql://amem:s3cret@db.example/memory"
+URL = "mysql://amem:s3cret@db.example/memory"
+"""A database amem does not run on (PostgreSQL URLs: test_pg_cli.py)."""
 
 
 @pytest.mark.parametrize("words", [["submit", "x"], ["status"], ["recall", "x"]])
@@ -97,7 +98,7 @@ def test_a_database_url_is_refused_not_created_as_a_folder(
         result = amem_cli(*words, *given.get("args", []), cwd=tmp_path, env=given.get("env"))
         assert result.returncode == 1
         assert ONE_ERROR_LINE.fullmatch(result.stderr), result.stderr
-        assert result.stderr.startswith("amem: error: unsupported_database: ")
+        assert result.stderr.startswith("amem: error: unsupported_database: the database is ")
         assert "s3cret" not in result.stderr
         assert result.stdout == ""
         assert list(tmp_path.iterdir()) == []

@@ -29,11 +29,8 @@ from amem.cli.show import LINE_CHARS
 from amem.store import erasure, tombstones
 from amem.testing import database
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 CAT_AND_PEANUTS = "I have a cat named Mochi. 另外，我对花生过敏。"
 SECRET = "Zanzibar7731 我的秘密暗号是青龙偃月刀"
@@ -69,9 +66,9 @@ async def add_vector(mem: amem.Memory, scope: amem.Scope, kind: str, ref: str) -
     await database(mem).write(
         lambda c: c.execute(
             "insert into vectors (persona, project, doc_kind, ref, chunk, fingerprint, dim,"
-            " vector, text_hash, created_at) values (?, ?, ?, ?, 0, 'fp', 1, x'00', 'h',"
+            " vector, text_hash, created_at) values (?, ?, ?, ?, 0, 'fp', 1, ?, 'h',"
             " '2026-01-01T00:00:00.000000Z')",
-            (scope.persona, scope.project, kind, ref),
+            (scope.persona, scope.project, kind, ref, b"\x00"),
         )
     )
 

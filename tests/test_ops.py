@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import amem_cli, dump, lexical_stand_in, memory_draft
+from helpers import amem_cli, dump, memory_draft
 
 import amem
 from amem.db.schema import SCHEMA_VERSION, V1, V2
@@ -511,7 +511,6 @@ async def test_sqlite_backups_of_older_schema_versions_restore(
 async def test_an_existing_target_is_never_overwritten(
     mem: amem.Memory, tmp_path: Path, operation: str
 ) -> None:
-    await lexical_stand_in(mem)
     await mem.scope().submit_event("something", role="user")
     target = tmp_path / "precious.out"
     target.write_bytes(b"keep me")
@@ -526,7 +525,6 @@ async def test_an_existing_target_is_never_overwritten(
 async def test_a_target_created_during_the_export_is_not_overwritten(
     mem: amem.Memory, tmp_path: Path
 ) -> None:
-    await lexical_stand_in(mem)
     await mem.scope().submit_event("something", role="user")
     target = tmp_path / "race.jsonl"
 
@@ -543,7 +541,6 @@ async def test_a_target_created_during_the_export_is_not_overwritten(
 
 @pytest.mark.both_databases
 async def test_a_failed_export_leaves_no_file(mem: amem.Memory, tmp_path: Path) -> None:
-    await lexical_stand_in(mem)
     for n in range(3):
         await mem.scope().submit_event(f"event {n}", role="user")
     target = tmp_path / "out" / "archive.jsonl"

@@ -7,11 +7,8 @@ import pytest
 import amem
 from amem.store.personas import NEUTRAL_PERSONA
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 
 async def test_reading_an_absent_persona_initialises_the_neutral_default(mem: amem.Memory) -> None:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from helpers import lexical_stand_in
 from pg_cluster import Cluster
 from test_ops import PERSONA, PROJECT, archive_lines, leftovers, populate
 from test_ops import good_archive as good_archive  # a fixture, shared
@@ -36,7 +35,6 @@ STORED_TIME = re.compile(r'"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"')
 @asynccontextmanager
 async def opened(where: str | Path) -> AsyncIterator[amem.Memory]:
     async with amem.open(where, settings=amem.Settings()) as mem:
-        await lexical_stand_in(mem)
         yield mem
 
 

@@ -7,11 +7,8 @@ from helpers import remember
 
 import amem
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 
 async def test_corrections_and_deletions_invalidate_the_scope_checkpoints(

@@ -7,11 +7,8 @@ from helpers import memory_draft
 
 import amem
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 JAN, MAR, JUN, SEP = (f"2026-{m}-01T00:00:00Z" for m in ("01", "03", "06", "09"))
 

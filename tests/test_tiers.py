@@ -19,11 +19,8 @@ import amem
 from amem.db.schema import SCHEMA_VERSION
 from amem.models import DEFAULT_TIERS
 
-pytestmark = [
-    pytest.mark.both_databases,
-    pytest.mark.anyio,
-    pytest.mark.one_backend,
-]  # see tests/conftest.py
+# what the markers mean: tests/conftest.py
+pytestmark = [pytest.mark.both_databases, pytest.mark.anyio, pytest.mark.one_backend]
 
 SESSION = "task-1"
 AT = "2026-03-01T09:00:00+00:00"

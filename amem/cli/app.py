@@ -1,8 +1,8 @@
 """The ``amem`` command line. Results go to stdout; errors, logs and progress to stderr.
 
-Every command takes ``--db`` (else ``$AMEM_DB``, else the platform data directory),
-``--persona``/``--project`` (else the configured defaults) and ``--backend``. ``--json``
-prints results as JSON instead of text.
+Every command takes ``--db`` (a SQLite file's path or a PostgreSQL URL; else ``$AMEM_DB``,
+else the platform data directory), ``--persona``/``--project`` (else the configured
+defaults) and ``--backend``. ``--json`` prints results as JSON instead of text.
 
 Each module of this package declares its commands' parsers beside their handlers
 (``add_commands``); this one builds the parser from them and runs the handler a command
@@ -112,7 +112,7 @@ def usage_error(argv: Sequence[str] | None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="amem",
-        description="Long-term memory for LLM agents, in one local SQLite file.",
+        description="Long-term memory for LLM agents, in a local SQLite file or in PostgreSQL.",
         epilog="Run 'amem COMMAND --help' for a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"amem {__version__}")

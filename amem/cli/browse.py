@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
 from ..limits import DEFAULT_LIST_LIMIT
-from .common import Command, answer, handler, keywords
+from .common import Command, answer, keywords, on_postgres
 from .people import add_person_option, optional_person
 from .show import capacity_lines, listing_lines, scope_lines, status_lines
 
@@ -49,6 +49,12 @@ async def list_scopes(
     return {"scopes": await memory.scopes()}
 
 
+async def run_status(args: argparse.Namespace) -> int:
+    postgres = on_postgres(args)
+    await answer(args, status, lambda result: status_lines(result, postgres=postgres))
+    return 0
+
+
 async def status(args: argparse.Namespace, _: Memory, scope: Scope) -> Status:
     return await scope.status()
 
@@ -72,7 +78,8 @@ async def run_limits(args: argparse.Namespace) -> int:
         merged = {"max_events": now.max_events, "max_text_bytes": now.max_text_bytes}
         return await scope.set_limits(**({} if args.clear else merged | given))
 
-    await answer(args, limits, capacity_lines)
+    postgres = on_postgres(args)
+    await answer(args, limits, lambda result: capacity_lines(result, postgres=postgres))
     return 0
 
 
@@ -143,14 +150,14 @@ def add_commands(command: Command) -> None:
 
     command(
         "status",
-        handler(status, status_lines),
+        run_status,
         "show the scope's counts and capacity",
         (
             "Print the scope's status: events by status (pending and failed extractions "
             "included), current memories by kind and revoked ones, vector coverage, schema "
             "version; and its capacity: events, memories, UTF-8 bytes of text, estimated index "
             "bytes and vector bytes, its limits (see 'amem limits'), and the database file's "
-            "size, its WAL and its free pages."
+            "size, its WAL and its free pages (on PostgreSQL: the whole database's size)."
         ),
     )
 

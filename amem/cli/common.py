@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InvalidInput
 from ..limits import VECTOR_WAIT_SECONDS
-from .options import database_path, only_reads, require_database
+from .options import database_of, only_reads, refuse_sqlite_only, require_database
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -38,8 +38,10 @@ def common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--db",
-        type=Path,
-        help="database file (default: $AMEM_DB, else the platform data directory's amem/memory.db)",
+        help=(
+            "database: a SQLite file's path or a postgresql:// URL (default: $AMEM_DB, else "
+            "the platform data directory's amem/memory.db)"
+        ),
     )
     common.add_argument(
         "--persona", help="scope persona (default: $AMEM_DEFAULT_PERSONA or 'default')"
@@ -103,11 +105,20 @@ async def opened(args: argparse.Namespace) -> AsyncIterator[tuple[Memory, Scope]
     from ..memory import open as open_memory
 
     settings = settings_for(args)
-    path = database_path(args, settings)
+    database = database_of(args, settings)
+    if isinstance(database, str):  # a PostgreSQL URL
+        refuse_sqlite_only(args.command)
     if only_reads(args):
-        require_database(path, args, settings)
-    async with open_memory(path, settings=settings) as memory:
+        await require_database(database, args, settings)
+    async with open_memory(database, settings=settings) as memory:
         yield memory, memory.scope()
+
+
+def on_postgres(args: argparse.Namespace) -> bool:
+    """Whether the command's database is PostgreSQL (``--db``, else ``$AMEM_DB``)."""
+    from ..config import is_postgres_url
+
+    return is_postgres_url(args.db if args.db is not None else settings_for(args).db)
 
 
 Call = Callable[[argparse.Namespace, "Memory", "Scope"], Awaitable[T]]

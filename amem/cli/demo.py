@@ -162,10 +162,16 @@ async def run_demo(args: argparse.Namespace) -> int:
 
     import anyio
 
-    from ..config import Settings
+    from ..config import Settings, is_postgres_url
     from ..memory import open as open_memory
+    from .options import refuse_sqlite_only
 
-    path: Path = args.db or Path(tempfile.mkdtemp(prefix="amem-demo-")) / "demo.db"
+    if is_postgres_url(args.db):  # $AMEM_DB is not read: the demo's database is always new
+        refuse_sqlite_only("demo")
+    if args.db is None:
+        path = Path(tempfile.mkdtemp(prefix="amem-demo-")) / "demo.db"
+    else:
+        path = Path(args.db)
     if await anyio.Path(path).exists():
         raise AmemError(f"{path} already exists; choose a new file", code="target_exists")
     settings = Settings(default_persona=SAMPLE_PERSONA, default_project=SAMPLE_PROJECT)

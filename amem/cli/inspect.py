@@ -7,7 +7,7 @@ import sys
 
 from ..errors import InvalidInput
 from .common import Command, settings_for
-from .options import database_path
+from .options import database_of, refuse_sqlite_only
 
 
 def add_commands(command: Command) -> None:
@@ -46,7 +46,10 @@ async def run_inspect(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise InvalidInput("--port must be between 0 and 65535")
     settings = settings_for(args)
-    path = await anyio.to_thread.run_sync(readable_file, database_path(args, settings))
+    database = database_of(args, settings)
+    if isinstance(database, str):  # a PostgreSQL URL: the inspector reads a file
+        refuse_sqlite_only("inspect")
+    path = await anyio.to_thread.run_sync(readable_file, database)
     scope = {"persona": settings.default_persona, "project": settings.default_project}
     start = "/scope?" + urlencode(scope) if args.persona or args.project else "/"
 

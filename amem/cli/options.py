@@ -1,6 +1,7 @@
-"""What command-line options mean before the API sees them: which database file a command
-opens (and whether it may create it). Time options go to the API as written: it takes
-plain dates as every surface does (``inputs.parse_time``)."""
+"""What command-line options mean before the API sees them: which database a command opens
+(a SQLite file or a PostgreSQL URL), whether it may create it, and which commands run on
+a file only. Time options go to the API as written: it takes plain dates as every surface
+does (``inputs.parse_time``)."""
 
 from __future__ import annotations
 
@@ -113,16 +114,36 @@ def people_of(pairs: list[tuple[str, str]] | None) -> dict[str, str] | None:
     return people
 
 
-def database_path(args: argparse.Namespace, settings: Settings) -> Path:
-    """``--db``, else ``$AMEM_DB``, else the platform default, with ``~`` expanded (a
-    quoted ``--db=~/memory.db`` reaches amem unexpanded)."""
-    from ..config import default_db_path
+SQLITE_ONLY: Final = {
+    "inspect": "browse it with 'amem list' and 'amem status'",
+    "demo": "leave out --db, or give it a new file's path: the demo builds a SQLite file",
+}
+"""The commands that run on a SQLite file only, each with what to do on PostgreSQL instead:
+``inspect`` reads the file itself and ``demo`` builds one."""
+
+
+def refuse_sqlite_only(command: str) -> None:
+    """Refuse ``command`` on PostgreSQL if it runs on a SQLite file only (``SQLITE_ONLY``)."""
+    if command in SQLITE_ONLY:
+        raise InvalidInput(
+            f"amem {command} runs on a SQLite file only, not on PostgreSQL; {SQLITE_ONLY[command]}",
+            code="unsupported_database",
+        )
+
+
+def database_of(args: argparse.Namespace, settings: Settings) -> Path | str:
+    """``--db``, else ``$AMEM_DB``, else the platform default: a PostgreSQL URL as given
+    (text: a ``Path`` would fold its ``//``), a file's path with ``~`` expanded (a quoted
+    ``--db=~/memory.db`` reaches amem unexpanded)."""
+    from ..config import default_db_path, is_postgres_url
     from ..db.database import refuse_url
 
-    path = args.db or default_db_path(settings)
-    refuse_url(path)
+    given = args.db if args.db is not None else default_db_path(settings)
+    if is_postgres_url(given):
+        return str(given)
+    refuse_url(given)
     try:
-        return Path(path).expanduser()
+        return Path(given).expanduser()
     except RuntimeError:  # ~name of a user without a home directory
         raise InvalidInput(
             "the database path starts with a home directory ('~') that cannot be found",
@@ -130,19 +151,38 @@ def database_path(args: argparse.Namespace, settings: Settings) -> Path:
         ) from None
 
 
-def require_database(path: Path, args: argparse.Namespace, settings: Settings) -> None:
-    """Refuse a database file that does not exist, saying where the path came from (a
-    path the user gave is not echoed; the platform default is)."""
-    if path.exists():
+async def require_database(
+    database: Path | str, args: argparse.Namespace, settings: Settings
+) -> None:
+    """Refuse a database file that does not exist, or a PostgreSQL database without amem's
+    tables, saying where it came from (what the user gave is not echoed; the platform
+    default is)."""
+    if isinstance(database, str):
+        from ..db.database import stored_schema_version
+
+        if await stored_schema_version(database):
+            return
+        raise StorageError(
+            f"no amem tables in the PostgreSQL database {given_as(args, 'URL')}; this command "
+            "only reads, so it never creates them (check the URL; 'amem submit' or 'amem "
+            "serve' creates them)",
+            code="no_database",
+        )
+    import anyio
+
+    if await anyio.Path(database).exists():
         return
-    if args.db is not None:
-        where = "at the --db path"
-    elif settings.db is not None:
-        where = "at the $AMEM_DB path"
+    if args.db is None and settings.db is None:
+        where = f"at the default path {database}"
     else:
-        where = f"at the default path {path}"
+        where = given_as(args, "path")
     raise StorageError(
         f"no database file {where}; this command only reads, so it never creates one "
         "(check the path; 'amem submit' or 'amem serve' creates a database)",
         code="no_database",
     )
+
+
+def given_as(args: argparse.Namespace, what: str) -> str:
+    """Where the database the user named came from: ``--db`` or ``$AMEM_DB``."""
+    return f"at the {'--db' if args.db is not None else '$AMEM_DB'} {what}"

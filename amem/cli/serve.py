@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..limits import STALL_SECONDS
 from .common import Command, settings_for
-from .options import database_path, seconds
+from .options import database_of, seconds
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -21,9 +21,9 @@ async def run_serve(args: argparse.Namespace) -> int:
 
     serve.configure_logging(getattr(logging, args.log_level))
 
-    def configure() -> tuple[Path, Settings]:  # once initialize is answered: pydantic loads
+    def configure() -> tuple[Path | str, Settings]:  # once initialize is answered: pydantic loads
         settings = settings_for(args)
-        return database_path(args, settings), settings
+        return database_of(args, settings), settings
 
     await serve.serve(configure, args.stall_seconds)
     return 0

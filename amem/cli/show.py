@@ -115,8 +115,16 @@ def of_limit(used: int, limit: int | None, unit: str) -> str:
     return f"{used:,} of {limit:,} {unit} ({used / limit:.0%} of the limit)"
 
 
-def capacity_lines(capacity: Capacity) -> str:
+def capacity_lines(capacity: Capacity, *, postgres: bool = False) -> str:
+    """The scope's capacity, then the database's size: a SQLite file's with its WAL and
+    free pages, or (``postgres``) the whole PostgreSQL database's, which has neither."""
     c = capacity
+    size = (
+        f"database: {c.file_bytes:,} bytes (the whole PostgreSQL database)"
+        if postgres
+        else f"file: {c.file_bytes:,} bytes, WAL {c.wal_bytes:,} bytes, "
+        f"free pages {c.free_bytes:,} bytes"
+    )
     return "\n".join(
         [
             f"capacity of {c.persona}/{c.project}:",
@@ -124,13 +132,12 @@ def capacity_lines(capacity: Capacity) -> str:
             f"  text:    {of_limit(c.text_bytes, c.max_text_bytes, 'bytes')}",
             f"  index:   about {c.index_bytes:,} bytes; vectors: {c.vector_bytes:,} bytes",
             f"  memories stored: {c.memories:,} (revoked included)",
-            f"file: {c.file_bytes:,} bytes, WAL {c.wal_bytes:,} bytes, "
-            f"free pages {c.free_bytes:,} bytes",
+            size,
         ]
     )
 
 
-def status_lines(status: Status) -> str:
+def status_lines(status: Status, *, postgres: bool = False) -> str:
     events = ", ".join(f"{name} {n}" for name, n in status.events.items())
     kinds = ", ".join(f"{name} {n}" for name, n in status.memory_kinds.items() if n)
     coverage = (
@@ -146,7 +153,7 @@ def status_lines(status: Status) -> str:
         f"memories: {status.memories:,} current{f' ({kinds})' if kinds else ''}, "
         f"{status.revoked:,} revoked",
         f"vectors: {coverage}; extraction: {extraction}",
-        capacity_lines(status.capacity),
+        capacity_lines(status.capacity, postgres=postgres),
     ]
     return "\n".join(lines)
 

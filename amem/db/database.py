@@ -18,7 +18,7 @@ from ..config import is_postgres_url
 from ..errors import InvalidInput, StorageError
 from . import pg_schema, postgres
 from .drivers import Connection, connect
-from .schema import Reindex, check_existing, migrate
+from .schema import Reindex, check_existing, migrate, stored_version
 from .writer import BEGIN_ATTEMPTS, Writer, is_busy, storage_error
 
 P = ParamSpec("P")
@@ -92,6 +92,7 @@ class Database:
         write_conn = await _connect_postgres(url, readonly=False)
         opened: list[Connection] = [write_conn]
         try:
+            # a PgConnection stands in for sqlite3's (postgres.PgConnection)
             await _with_busy_retry(write_conn, pg_schema.migrate)
             for _ in range(readers):
                 opened.append(await _connect_postgres(url, readonly=True))
@@ -229,6 +230,19 @@ async def _connect_postgres(url: str, *, readonly: bool) -> Connection:
         raise StorageError(
             f"the PostgreSQL database cannot be reached ({exc})", code="database_unreachable"
         ) from None
+
+
+async def stored_schema_version(url: str) -> int:
+    """The schema version of the PostgreSQL database at ``url``, 0 when amem has no tables
+    there; read without creating or migrating anything (for commands that only read)."""
+    conn = await _connect_postgres(url, readonly=True)
+    try:
+        return await conn.run(stored_version)
+    except sqlite3.Error as exc:
+        raise storage_error(exc, writing=False) from None
+    finally:
+        with anyio.CancelScope(shield=True):
+            await conn.close()
 
 
 async def _with_busy_retry(conn: Connection, fn: Callable[[sqlite3.Connection], T]) -> T:

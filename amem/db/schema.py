@@ -644,8 +644,11 @@ def needs_recovery(exc: sqlite3.OperationalError) -> bool:
 
 
 def stored_version(conn: sqlite3.Connection) -> int:
-    """The schema version the database is at (on PostgreSQL, ``amem_schema`` holds it)."""
+    """The schema version the database is at, 0 when amem has no tables there; creates
+    nothing (on PostgreSQL, ``amem_schema`` holds it)."""
     if is_postgres(conn):
+        if not conn.execute("select to_regclass('amem_schema') is not null").fetchone()[0]:
+            return 0
         return int(conn.execute("select max(version) from amem_schema").fetchone()[0] or 0)
     return int(conn.execute("pragma user_version").fetchone()[0])
 

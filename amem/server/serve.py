@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 
 SERVER = session.ServerInfo("amem", __version__, INSTRUCTIONS)
 
-Configure = Callable[[], tuple[Path, "Settings"]]
-"""Gives the database file and the settings (reading them loads pydantic)."""
+Configure = Callable[[], tuple[Path | str, "Settings"]]
+"""Gives the database (a file's path or a PostgreSQL URL) and the settings (reading them
+loads pydantic)."""
 
 
 async def serve(configure: Configure, stall_seconds: float = STALL_SECONDS) -> None:

@@ -17,7 +17,7 @@ from .session import Tools
 
 
 @asynccontextmanager
-async def open_tools(path: Path, settings: Settings) -> AsyncIterator[Tools]:
+async def open_tools(path: Path | str, settings: Settings) -> AsyncIterator[Tools]:
     async with open_memory(path, settings=settings) as memory:
         served = Served(memory, settings.default_persona, settings.default_project)
         schemas = [tool_schema(tool) for tool in TOOLS.values()]
