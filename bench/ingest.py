@@ -55,7 +55,8 @@ import amem
 from amem.db.drivers import BUSY_TIMEOUT_MS, open_sqlite
 from amem.db.schema import migrate
 from amem.db.times import db_time, utc_now
-from amem.search.index import INSERT_DOC, INSERT_FTS, index_doc
+from amem.search.fts5 import INSERT_DOC, INSERT_FTS
+from amem.search.index import index_doc
 from amem.search.text import (
     literal,
     load_whole_dictionary,
@@ -67,6 +68,10 @@ from amem.store.events import INSERT_EVENT
 from amem.testing import database
 
 PERSONA, PROJECT = "bench", "ingest"
+
+RAW_INSERT_EVENT = INSERT_EVENT.replace("returning seq", "")
+"""amem's insert, without the row number it returns (``executemany`` takes no ``returning``)."""
+
 RAW_BATCH = 256
 TARGET_RATIO, TARGET_PER_EVENT = 0.5, 5.0
 
@@ -169,6 +174,7 @@ def row(ev: Ev, ingested_at: str) -> tuple[object, ...]:
         ev.occurred_at,
         ingested_at,
         "stored",
+        None,  # person
     )
 
 
@@ -244,7 +250,7 @@ def run_raw(path: Path, workload: list[list[Ev]]) -> Result:
             segmented = [segment(ev.event_text) for ev in batch]  # before the transaction, as amem
             now = db_time(utc_now())
             conn.execute("begin immediate")
-            conn.executemany(INSERT_EVENT, [row(ev, now) for ev in batch])
+            conn.executemany(RAW_INSERT_EVENT, [row(ev, now) for ev in batch])
             for ev, tokens in zip(batch, segmented, strict=True):
                 index_doc(conn, PERSONA, PROJECT, "event", ev.event_id, tokens)
             conn.execute("commit")
@@ -280,11 +286,13 @@ def run_per_event(path: Path, workload: list[list[Ev]]) -> Result:
                 async with lock:
                     await conn.execute("begin immediate")
                     try:
-                        await conn.execute(INSERT_EVENT, row(ev, db_time(utc_now())))
+                        added = await conn.execute(INSERT_EVENT, row(ev, db_time(utc_now())))
+                        await added.fetchall()  # its ``returning``: the statement runs to its end
                         doc = await conn.execute(
                             INSERT_DOC, (PERSONA, PROJECT, "event", ev.event_id, tokens)
                         )
-                        await conn.execute(INSERT_FTS, (doc.lastrowid, tokens))
+                        [(num,)] = await doc.fetchall()
+                        await conn.execute(INSERT_FTS, (num, tokens))
                         await conn.execute("commit")
                     except BaseException:
                         await conn.execute("rollback")
