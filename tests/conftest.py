@@ -90,6 +90,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("anyio_backend", backends_for(metafunc.definition), indirect=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test on PostgreSQL runs on asyncio only, unless it is marked ``both_backends``:
+    what differs between the databases is SQL, which the event loop cannot change, while
+    the driver's hand-offs under each loop are tested where it matters (cancellation,
+    processes, kill -9), marked so."""
+    dropped = [item for item in items if postgres_on_trio_alone(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]
+
+
+def postgres_on_trio_alone(item: pytest.Item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return (
+        params.get("database") == "postgresql"
+        and params.get("anyio_backend") == "trio"
+        and item.get_closest_marker("both_backends") is None
+    )
+
+
 @pytest.fixture
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

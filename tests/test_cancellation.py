@@ -61,6 +61,7 @@ async def settle(scope: amem.Scope, name: str) -> None:
     assert not receipt.duplicate
 
 
+@pytest.mark.both_backends
 @pytest.mark.both_databases
 async def test_cancel_at_every_tick_leaves_before_or_after(scope: amem.Scope) -> None:
     """Cancel a submit after 0, 1, 2, ... scheduler ticks, until one completes first."""
@@ -101,6 +102,7 @@ async def submit_until(
         acked[event_id] = (await submit(scope, event_id)).seq
 
 
+@pytest.mark.both_backends
 @pytest.mark.both_databases
 async def test_random_cancellations_among_concurrent_writers(
     scope: amem.Scope, anyio_backend: str
@@ -162,6 +164,7 @@ async def write_forever(
         n += 1
 
 
+@pytest.mark.both_backends
 @pytest.mark.both_databases
 async def test_cancelling_the_open_block_keeps_acknowledged_writes(
     target: str, anyio_backend: str

@@ -42,6 +42,7 @@ TASKS = 6
 MAX_READ = 100_000
 
 
+@pytest.mark.both_backends
 @pytest.mark.both_databases
 async def test_acknowledged_events_survive_sigkill(
     anyio_backend: str, tmp_path: Path, target: str

@@ -318,6 +318,7 @@ async def race(
     return children
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("how", ["save", "patch"])
 async def test_racing_processes_one_wins_the_other_gets_the_conflict(
     anyio_backend: str, tmp_path: Path, target: str, how: str
@@ -337,6 +338,7 @@ async def test_racing_processes_one_wins_the_other_gets_the_conflict(
     assert state.version == 2
 
 
+@pytest.mark.both_backends
 async def test_racing_patches_of_different_keys_both_land(
     anyio_backend: str, tmp_path: Path, target: str
 ) -> None:

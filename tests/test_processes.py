@@ -26,6 +26,7 @@ TASKS = 8
 """Concurrent submitting tasks inside each process."""
 
 
+@pytest.mark.both_backends
 async def test_processes_share_one_new_database(
     anyio_backend: str, tmp_path: Path, database: str, target: str
 ) -> None:

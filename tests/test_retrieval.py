@@ -1060,3 +1060,14 @@ async def test_a_long_event_matched_only_past_its_start_is_found_and_ranked(
     assert [item.id for item in hits.items] == [short.event_id, long.event_id]
     assert all(item.components.lexical > 0 for item in hits.items)
     assert hits.items[1].truncated  # raw fallback shows the first 2,000 characters
+
+
+async def test_a_word_matched_only_without_its_accents_is_not_evidence(mem: amem.Memory) -> None:
+    """The index folds accents away (``año`` finds ``ano``); a document holding the query's
+    word only in that folded form holds none of its words as written: it is not a match,
+    never one scored 0."""
+    scope = mem.scope(persona="fold", project="p")
+    await scope.submit_event("Mi tío toca el saxofón", role="user")
+    assert (await scope.recall("saxofon")).items == []
+    found = await scope.recall("saxofón")
+    assert [item.text for item in found.items] == ["Mi tío toca el saxofón"]

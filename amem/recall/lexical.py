@@ -143,7 +143,9 @@ def lexical_matches(
     # full match), or to the best, if a shorter one scores more: never clipped, so a short
     # document holding some terms does not tie with one holding them all.
     scale = max([whole] + [scored[num] for num, *_ in best[:1]])
-    matches = {(kind, ref): scored[num] / scale for num, kind, ref in best}
+    # a document the index matched by a folded form alone (``oñ`` found ``on``: FTS5
+    # removes diacritics) holds none of the query's words as written: no evidence
+    matches = {(kind, ref): scored[num] / scale for num, kind, ref in best if scored[num] > 0}
     stats = tuple((t.df, idf[t.text]) for t in terms)
     return Lexical(matches, capped, scale, stats, total)
 
