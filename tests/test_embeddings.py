@@ -69,9 +69,10 @@ def embed_only(base_url: str, **extra: Any) -> amem.Settings:
 
 @asynccontextmanager
 async def fake_embedder(
-    db_path: Path, **extra: Any
+    db_path: Path | str, **extra: Any
 ) -> AsyncIterator[tuple[FakeOpenAI, amem.Memory]]:
-    """amem on ``db_path`` embedding through a ``FakeOpenAI``, no extraction."""
+    """amem on ``db_path`` (a file, or a PostgreSQL URL) embedding through a
+    ``FakeOpenAI``, no extraction."""
     with FakeOpenAI() as api:
         async with amem.open(db_path, settings=embed_only(api.base_url, **extra)) as mem:
             yield api, mem
@@ -159,9 +160,11 @@ async def test_every_memory_and_event_is_embedded_after_commit(db_path: Path) ->
     assert "User has a dog" in sent_texts(api)
 
 
-async def test_writes_never_wait_for_embedding(db_path: Path) -> None:
-    """An endpoint that does not answer holds back the vectors, never the write."""
-    async with fake_embedder(db_path) as (api, mem):
+@pytest.mark.both_databases
+async def test_writes_never_wait_for_embedding(target: str) -> None:
+    """An endpoint that does not answer holds back the vectors, never the write; once they
+    are in, recall is hybrid (on both databases)."""
+    async with fake_embedder(target) as (api, mem):
         scope = mem.scope()
         api.gate.clear()
         with anyio.fail_after(5):

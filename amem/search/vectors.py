@@ -57,7 +57,9 @@ SELECT_SCAN_START = """
 select num - 1 from vectors where persona = ? and project = ? and fingerprint = ?
 order by num desc limit 1 offset ?
 """
-ALL_ROWS = -1
+ALL_ROWS = 2**63 - 1
+"""``limit`` for no limit: the largest 64-bit integer, which both databases take
+(SQLite's ``-1`` is an error on PostgreSQL)."""
 
 
 CODE_MAX = 127
