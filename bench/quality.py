@@ -55,8 +55,13 @@ Embeddings are cached in ``--cache`` (``~/.cache/amem-bench/quality``), so a rer
 nothing; the first run embeds about 36,500 texts (most of them LoCoMo's and the synthetic
 file's): 34 minutes on two shared cores, a rerun 2.5 minutes.
 
+``--db postgresql://...`` runs amem on PostgreSQL instead (each set in a new database of
+that server); the baselines are the same, so two runs, one per database, compare answer
+for answer (``--dump``).
+
 Run:  uv run python bench/quality.py [--sets locomo,memorybank-zh,...] [--data DIR]
       [--synthetic-sizes 10000] [--synthetic-queries 100] [--cache DIR] [--dump FILE]
+      [--db postgresql://USER@HOST/DB]
 """
 
 from __future__ import annotations
@@ -71,11 +76,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx
@@ -432,14 +439,18 @@ class Outcome:
 
 
 async def run_corpus(
-    corpus: Corpus, settings: amem.Settings, client: httpx.AsyncClient, folder: Path
+    corpus: Corpus,
+    settings: amem.Settings,
+    client: httpx.AsyncClient,
+    folder: Path,
+    server: str | None = None,
 ) -> Outcome:
     timings: dict[str, float] = {}
-    db = folder / f"{corpus.name}.db"
-    if corpus.source is not None:
-        shutil.copy(corpus.source, db)
     outcome = Outcome(corpus, [], timings)
-    async with amem.open(db, settings=settings, http_client=client) as mem:
+    async with (
+        corpus_database(corpus, folder, server) as db,
+        amem.open(db, settings=settings, http_client=client) as mem,
+    ):
         started = time.perf_counter()
         if corpus.ingest is None:
             for part in corpus.parts:
@@ -672,12 +683,45 @@ def load(args: argparse.Namespace) -> list[Corpus]:
     return corpora
 
 
-async def run(corpora: Sequence[Corpus], cache: Path, folder: Path) -> tuple[list[Outcome], str]:
+@asynccontextmanager
+async def corpus_database(corpus: Corpus, folder: Path, server: str | None) -> AsyncIterator[str]:
+    """A fresh database for ``corpus``: a file in ``folder``, or with ``server`` (a
+    ``postgresql://`` URL) a new database there, dropped afterwards. A corpus with a
+    ``source`` file starts from a copy of it (on PostgreSQL: its archive, imported)."""
+    db = folder / f"{corpus.name}.db"
+    if corpus.source is not None:
+        shutil.copy(corpus.source, db)
+    if server is None:
+        yield str(db)
+        return
+    import psycopg
+
+    name = "amem_quality_" + re.sub(r"\W", "_", corpus.name.lower())
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'drop database if exists "{name}" with (force)')
+        admin.execute(f'create database "{name}"')
+    url = urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
+    try:
+        if corpus.source is not None:
+            archive = folder / f"{corpus.name}.jsonl"
+            async with amem.open(db, settings=amem.Settings()) as mem:
+                await mem.export(archive)
+            async with amem.open(url, settings=amem.Settings()) as mem:
+                await mem.import_archive(archive)
+        yield url
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'drop database if exists "{name}" with (force)')
+
+
+async def run(
+    corpora: Sequence[Corpus], cache: Path, folder: Path, server: str | None = None
+) -> tuple[list[Outcome], str]:
     outcomes = []
     async with local_embedder(cache) as (settings, client, vectors):
         for corpus in corpora:
             progress(f"{corpus.name}: ingest, embed, query")
-            outcome = await run_corpus(corpus, settings, client, folder)
+            outcome = await run_corpus(corpus, settings, client, folder, server)
             timing = ", ".join(f"{k} {v:.1f}" for k, v in outcome.timings.items())
             progress(
                 f"{corpus.name}: done ({timing}); cache {vectors.hits} hits, "
@@ -725,6 +769,12 @@ def main() -> None:
         help="the embedding cache (the synthetic files go in its parent folder)",
     )
     parser.add_argument("--dump", type=Path, help="write every query's answers here (JSON lines)")
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="run amem on PostgreSQL: each set in a new database on the server of this "
+        "postgresql:// URL (created and dropped; its role needs CREATEDB)",
+    )
     add_results_argument(parser)
     args = parser.parse_args()
     args.sets = [s.strip() for s in args.sets.split(",") if s.strip()]
@@ -735,11 +785,12 @@ def main() -> None:
     started = time.perf_counter()
     corpora = load(args)
     with tempfile.TemporaryDirectory(prefix="amem-quality-") as tmp:
-        outcomes, about = anyio.run(run, corpora, args.cache, Path(tmp))
+        outcomes, about = anyio.run(run, corpora, args.cache, Path(tmp), args.db)
     rows = [row for outcome in outcomes for row in rows_of(outcome)]
     total = time.perf_counter() - started
     with recorded("quality", args.results):
-        print(f"quality: default mode {default_mode()}; {about}")
+        on = "PostgreSQL" if args.db else "SQLite"
+        print(f"quality: amem on {on}; default mode {default_mode()}; {about}")
         for outcome in outcomes:
             vectors = f"{DEFAULT} ranked {outcome.hybrid} of {len(outcome.answers)} with vectors"
             print(f"  {outcome.corpus.name}: " + "; ".join([*outcome.corpus.notes, vectors]))
