@@ -39,6 +39,10 @@ this builder) and compares every stored row and index document.
 Prints one table (one row per size, mode and query, and an ``ALL`` row per size and mode),
 then one JSON line per (size, mode). Targets are printed, not asserted.
 
+With ``--db postgresql://...`` each size is also loaded (by archive) into a database of that
+server, kept for later runs, and amem's recall is measured there too (rows ``pg-<mode>``,
+beside the same FTS5 baseline over the file).
+
 Run:  uv run python bench/recall.py [--sizes 10000,100000,1000000] [--cache DIR]
       [--repeat 30] [--baseline-repeat 5] [--rebuild] [--check] [--build-only]
 """
@@ -63,6 +67,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 from events import submit
@@ -582,9 +587,15 @@ def rss_mb() -> float:
 
 
 def measure(
-    path: Path, warmup: int, repeat: int, baseline_repeat: int, budget: float
+    path: Path,
+    warmup: int,
+    repeat: int,
+    baseline_repeat: int,
+    budget: float,
+    on: str | None = None,
 ) -> dict[str, object]:
-    """Run in a fresh subprocess per size: amem recall, then the FTS5 baseline."""
+    """Run in a fresh subprocess per size: amem recall (on the PostgreSQL database ``on``
+    when given, holding the same data), then the FTS5 baseline over the file."""
     out: dict[str, object] = {"rss_start_mb": rss_mb(), "amem_source": amem_source_digest()}
     settings = quiet_settings()
     modes = ["fast"] + (["semantic", "deep"] if settings.embedding_enabled else [])
@@ -593,7 +604,7 @@ def measure(
     warnings: dict[str, dict[str, list[str]]] = {mode: {} for mode in modes}
 
     async def run() -> None:
-        async with amem.open(path, settings=settings) as mem:
+        async with amem.open(on or path, settings=settings) as mem:
             scope = mem.scope(PERSONA, PROJECT)
             for mode in modes:
                 for name, query in QUERIES:  # warm-up (the first call waits for jieba)
@@ -640,7 +651,43 @@ def measure(
     return out
 
 
-def measure_in_subprocess(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+async def loaded_into_postgres(path: Path, size: int, args: argparse.Namespace) -> str:
+    """The URL of a database on ``args.db``'s server holding what the file ``path`` holds:
+    loaded by export and import (amem's archive) unless a database of that name already
+    holds its ``size`` memories."""
+    import psycopg
+
+    name = f"amem_recall_{size}_{args.seed}"
+    url = str(urlunsplit(urlsplit(args.db)._replace(path=f"/{name}")))
+    with psycopg.connect(args.db, autocommit=True) as admin:
+        exists = admin.execute("select 1 from pg_database where datname = %s", [name]).fetchone()
+    if exists:
+        with psycopg.connect(url) as conn:
+            held = conn.execute("select to_regclass('memories') is not null").fetchone()
+            if (
+                held
+                and held[0]
+                and conn.execute("select count(*) from memories").fetchone() == (size,)
+            ):
+                return url
+    with psycopg.connect(args.db, autocommit=True) as admin:
+        admin.execute(f'drop database if exists "{name}" with (force)')
+        admin.execute(f'create database "{name}"')
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="amem-recall-") as folder:
+        archive = Path(folder) / "memory.jsonl"
+        async with amem.open(path, settings=quiet_settings()) as mem:
+            await mem.export(archive)
+        async with amem.open(url, settings=quiet_settings()) as mem:
+            await mem.import_archive(archive)
+    seconds = time.perf_counter() - started
+    print(f"loaded {size:,} into PostgreSQL in {seconds:,.0f} s", file=sys.stderr, flush=True)
+    return url
+
+
+def measure_in_subprocess(
+    path: Path, args: argparse.Namespace, on: str | None = None
+) -> dict[str, Any]:
     cmd = [
         sys.executable,
         __file__,
@@ -654,6 +701,7 @@ def measure_in_subprocess(path: Path, args: argparse.Namespace) -> dict[str, Any
         str(args.baseline_repeat),
         "--query-budget",
         str(args.query_budget),
+        *(["--on", on] if on else []),
     ]
     done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -708,12 +756,14 @@ def report(results: list[tuple[int, Json, Json]], args: argparse.Namespace) -> N
     for size, info, m in results:
         base: dict[str, list[float]] = m["baseline_timings"]
         all_base = [t for ts in base.values() for t in ts]
+        database = m.get("database", "sqlite")
         for mode, per_query in m["timings"].items():
             hits: dict[str, int] = m["hits"][mode]
+            label = f"pg-{mode}" if database == "postgresql" else mode
             for name, _query in QUERIES:
-                row(size, mode, name, str(hits[name]), per_query[name], base[name], "")
+                row(size, label, name, str(hits[name]), per_query[name], base[name], "")
             every = [t for ts in per_query.values() for t in ts]
-            row(size, mode, "ALL", "", every, all_base, f"{m['rss_amem_mb']:.0f}")
+            row(size, label, "ALL", "", every, all_base, f"{m['rss_amem_mb']:.0f}")
             print("-" * len(header))
             p50, p99 = percentile_ms(every, 0.5), percentile_ms(every, 0.99)
             b50, b99 = percentile_ms(all_base, 0.5), percentile_ms(all_base, 0.99)
@@ -732,7 +782,8 @@ def report(results: list[tuple[int, Json, Json]], args: argparse.Namespace) -> N
                 {
                     "bench": "recall",
                     "size": size,
-                    "mode": mode,
+                    "database": database,
+                    "mode": label,
                     "queries": len(QUERIES),
                     "runs": len(every),
                     "p50_ms": round(p50, 3),
@@ -814,12 +865,24 @@ def main() -> None:
         action="store_true",
         help="first check the builder writes what the public API writes",
     )
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="also measure amem on PostgreSQL: each size loaded (by archive) into a database "
+        "of the server of this postgresql:// URL, kept for later runs (rows pg-<mode>)",
+    )
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the subprocess
+    parser.add_argument("--on", help=argparse.SUPPRESS)  # the subprocess, on PostgreSQL
     add_results_argument(parser)
     args = parser.parse_args()
     if args.measure is not None:
         measured = measure(
-            args.measure, args.warmup, args.repeat, args.baseline_repeat, args.query_budget
+            args.measure,
+            args.warmup,
+            args.repeat,
+            args.baseline_repeat,
+            args.query_budget,
+            args.on,
         )
         print(json.dumps(measured))
         return
@@ -842,6 +905,11 @@ def main() -> None:
             continue
         print(f"measuring {size:,} ...", file=sys.stderr, flush=True)
         results.append((size, info, measure_in_subprocess(path, args)))
+        if args.db:
+            url = anyio.run(loaded_into_postgres, path, size, args)
+            print(f"measuring {size:,} on PostgreSQL ...", file=sys.stderr, flush=True)
+            on_postgres = measure_in_subprocess(path, args, on=url)
+            results.append((size, info, {**on_postgres, "database": "postgresql"}))
     if results:
         with recorded("recall", args.results):
             report(results, args)
