@@ -69,9 +69,6 @@ from amem.testing import database
 
 PERSONA, PROJECT = "bench", "ingest"
 
-RAW_INSERT_EVENT = INSERT_EVENT.replace("returning seq", "")
-"""amem's insert, without the row number it returns (``executemany`` takes no ``returning``)."""
-
 RAW_BATCH = 256
 TARGET_RATIO, TARGET_PER_EVENT = 0.5, 5.0
 
@@ -250,7 +247,7 @@ def run_raw(path: Path, workload: list[list[Ev]]) -> Result:
             segmented = [segment(ev.event_text) for ev in batch]  # before the transaction, as amem
             now = db_time(utc_now())
             conn.execute("begin immediate")
-            conn.executemany(RAW_INSERT_EVENT, [row(ev, now) for ev in batch])
+            conn.executemany(INSERT_EVENT, [row(ev, now) for ev in batch])
             for ev, tokens in zip(batch, segmented, strict=True):
                 index_doc(conn, PERSONA, PROJECT, "event", ev.event_id, tokens)
             conn.execute("commit")
@@ -286,13 +283,11 @@ def run_per_event(path: Path, workload: list[list[Ev]]) -> Result:
                 async with lock:
                     await conn.execute("begin immediate")
                     try:
-                        added = await conn.execute(INSERT_EVENT, row(ev, db_time(utc_now())))
-                        await added.fetchall()  # its ``returning``: the statement runs to its end
+                        await conn.execute(INSERT_EVENT, row(ev, db_time(utc_now())))
                         doc = await conn.execute(
                             INSERT_DOC, (PERSONA, PROJECT, "event", ev.event_id, tokens)
                         )
-                        [(num,)] = await doc.fetchall()
-                        await conn.execute(INSERT_FTS, (num, tokens))
+                        await conn.execute(INSERT_FTS, (doc.lastrowid, tokens))
                         await conn.execute("commit")
                     except BaseException:
                         await conn.execute("rollback")

@@ -141,6 +141,14 @@ async def test_processes_opening_a_new_database_migrate_it_once(pg_url: str) -> 
             "select 1 from t  where a like 'x%%' and b = %s",
         ),
         ("select ':name?' where a = :a", "select ':name?' where a = %(a)s"),
+        (
+            "insert into events (id) values (?) on conflict (id) do nothing",
+            "insert into events (id) values (%s) on conflict (id) do nothing returning seq",
+        ),
+        (
+            "insert into t (a) values (?)\nreturning num",
+            "insert into t (a) values (%s)\nreturning num",
+        ),
     ],
 )
 def test_sqlite_sql_is_spelled_for_postgresql(sqlite: str, postgresql: str) -> None:

@@ -68,7 +68,6 @@ select (select persona || char(31) || project from search_docs order by persona,
 
 INSERT_DOC = """
 insert into search_docs (persona, project, doc_kind, ref, tokens) values (?, ?, ?, ?, ?)
-returning num
 """
 INSERT_FTS = "insert into search_fts (rowid, tokens) values (?, ?)"
 DELETE_FTS = "insert into search_fts (search_fts, rowid, tokens) values ('delete', ?, ?)"
@@ -154,9 +153,10 @@ class Fts5Postings:
         return tokens / rows if rows else 0.0
 
     def add(self, persona: str, project: str, doc_kind: str, ref: str, tokens: str) -> int:
-        [num] = self.conn.execute(INSERT_DOC, (persona, project, doc_kind, ref, tokens)).fetchone()
+        num = self.conn.execute(INSERT_DOC, (persona, project, doc_kind, ref, tokens)).lastrowid
+        assert num is not None  # an insert always numbers its row
         self.conn.execute(INSERT_FTS, (num, tokens))
-        return int(num)
+        return num
 
     def retoken(self, num: int, persona: str, project: str, old: str, new: str) -> None:
         self.conn.execute(DELETE_FTS, (num, old))

@@ -94,7 +94,6 @@ insert into events
      occurred_at, ingested_at, status, person)
 values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 on conflict (id) do nothing
-returning seq
 """
 EVENT_COLUMNS = f"""
 e.id, e.persona, e.project, e.session, e.role, e.category, e.source, e.text, e.occurred_at,
@@ -122,15 +121,15 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
     refuse_erased(conn, event.persona, event.project, event.id)
     if event.person is not None:
         require_people(conn, event.persona, event.project, [event.person], "person")
-    inserted = conn.execute(
+    cursor = conn.execute(
         INSERT_EVENT,
         (*payload(event), event.occurred_at, event.ingested_at, event.status, event.person),
-    ).fetchone()
-    if inserted is not None:  # else an event of that ID is stored already
+    )
+    if cursor.rowcount == 1:  # else an event of that ID is stored already
         if event.segmented is not None:
             index.index_doc(conn, event.persona, event.project, "event", event.id, event.segmented)
         check_capacity(conn, event.persona, event.project)  # a duplicate adds nothing
-        return receipt(event, inserted[0], event.status, [], duplicate=False)
+        return receipt(event, cursor.lastrowid or 0, event.status, [], duplicate=False)
     existing = load_stored(conn, event.id)
     assert existing is not None
     if not replays(existing, event) or (

@@ -52,7 +52,6 @@ MEMORY_FIELDS = tuple(column.strip() for column in MEMORY_COLUMNS.split(","))
 """The names of ``MEMORY_COLUMNS``: the keys of a memory row."""
 INSERT_MEMORY = f"""
 insert into memories ({MEMORY_COLUMNS}) values ({", ".join(f":{name}" for name in MEMORY_FIELDS)})
-returning num
 """
 SELECT_SAME_MEMORY = f"""
 select {MEMORY_COLUMNS} from memories m
@@ -280,7 +279,7 @@ def insert_memory(
     same = conn.execute(SELECT_SAME_MEMORY, row).fetchone()
     if same is not None:  # derived before: the same memory, not a second one
         return memory_from_row(same)
-    [num] = conn.execute(INSERT_MEMORY, row).fetchone()
+    num = conn.execute(INSERT_MEMORY, row).lastrowid
     assert num is not None
     check_capacity(conn, event.persona, event.project)  # an identical memory adds nothing
     index.index_doc(conn, event.persona, event.project, "memory", row["id"], segmented)
