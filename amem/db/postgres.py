@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -210,22 +211,15 @@ SQLSTATE_CODES = {
 }
 
 
-class translated_errors:
+@contextmanager
+def translated_errors() -> Iterator[None]:
     """Raise a psycopg error as the ``sqlite3`` exception that means the same, with the
     psycopg error as its cause; its message never holds the connection URL."""
+    import psycopg
 
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> None:
-        if exc is None:
-            return
-        import psycopg
-
-        if not isinstance(exc, psycopg.Error):
-            return
+    try:
+        yield
+    except psycopg.Error as exc:
         raise as_sqlite_error(exc) from exc
 
 
