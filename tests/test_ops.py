@@ -178,8 +178,11 @@ async def test_export_then_import_reproduces_the_same_archive(tmp_path: Path) ->
 
 
 @pytest.mark.both_backends
-async def test_export_is_one_snapshot_while_a_writer_runs(tmp_path: Path) -> None:
-    async with amem.open(tmp_path / "a.db", settings=settings()) as mem:
+@pytest.mark.both_databases
+async def test_export_and_backup_are_one_snapshot_each_while_a_writer_runs(
+    target: str, tmp_path: Path
+) -> None:
+    async with amem.open(target, settings=settings()) as mem:
         s = mem.scope(persona=PERSONA, project=PROJECT)
         acked: list[int] = []
 
@@ -190,10 +193,11 @@ async def test_export_is_one_snapshot_while_a_writer_runs(tmp_path: Path) -> Non
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(write)
-            while len(acked) < 50:
+            while len(acked) < 30:
                 await anyio.sleep(0.01)
             before = len(acked)
             result = await mem.export(tmp_path / "live.jsonl")
+            backup = await mem.backup(tmp_path / "live.backup")
             tg.cancel_scope.cancel()
     seqs = [
         json.loads(line)["row"]["seq"]
@@ -201,8 +205,12 @@ async def test_export_is_one_snapshot_while_a_writer_runs(tmp_path: Path) -> Non
         if '"table":"events"' in line
     ]
     assert seqs == list(range(1, len(seqs) + 1))  # a committed prefix, nothing torn
-    assert len(seqs) >= before  # every event acknowledged before the export began
-    assert result.counts["events"] == len(seqs)
+    assert before <= len(seqs) == result.counts["events"]
+    with closing(sqlite3.connect(backup.path)) as conn:  # a backup is a SQLite file
+        copied = [seq for (seq,) in conn.execute("select seq from events order by seq")]
+    assert copied == list(range(1, len(copied) + 1))  # a later snapshot, as whole
+    assert len(copied) >= len(seqs)
+    assert leftovers(tmp_path) == []
     async with amem.open(tmp_path / "b.db", settings=settings()) as mem:
         assert (await mem.import_archive(tmp_path / "live.jsonl")).counts["events"] == len(seqs)
 

@@ -35,12 +35,31 @@ PASSWORD = "s3cret-pw-7731"
 """Put into every URL (the test cluster trusts local connections and ignores it); nothing
 amem prints may contain it."""
 ONE_ERROR_LINE = re.compile(r"amem: error: [a-z_]+: [^\n]+\n")
-BACKENDS = ["asyncio", "trio"]
+
+
 GIVEN_AS = ["--db", "AMEM_DB"]
 
 
 def with_password(url: str) -> str:
     return url.replace("://postgres@", f"://postgres:{PASSWORD}@", 1)
+
+
+@pytest.fixture
+def url(pg_url: str) -> str:
+    """A new database's URL, with a password in it."""
+    return with_password(pg_url)
+
+
+@pytest.fixture(params=GIVEN_AS)
+def how(request: pytest.FixtureRequest) -> str:
+    """How a command is given the URL: the option or the environment variable."""
+    return str(request.param)
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The event loop the command line runs on (``--backend``)."""
+    return str(request.param)
 
 
 def pg(url: str, how: str, *words: str, backend: str = "asyncio") -> tuple[int, str, str]:
@@ -72,12 +91,9 @@ def tables(cluster: Cluster, url: str) -> list[str]:
 # --- the command line ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("how", GIVEN_AS)
 def test_reading_commands_never_create_amem_tables_in_postgresql(
-    pg_cluster: Cluster, pg_url: str, how: str, backend: str
+    pg_cluster: Cluster, url: str, how: str, backend: str
 ) -> None:
-    url = with_password(pg_url)
     for words in (
         ["status"],
         ["list"],
@@ -96,15 +112,12 @@ def test_reading_commands_never_create_amem_tables_in_postgresql(
             f"{'--db' if how == '--db' else '$AMEM_DB'} URL; this command only reads"
         ), err
         assert out == ""
-    assert tables(pg_cluster, pg_url) == []
+    assert tables(pg_cluster, url) == []
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("how", GIVEN_AS)
 def test_personas_people_and_limits_are_kept_in_postgresql(
-    pg_url: str, how: str, backend: str
+    url: str, how: str, backend: str
 ) -> None:
-    url = with_password(pg_url)
     pg_ok(url, how, "persona", "set", "You are a patient tutor.", backend=backend)
     assert "You are a patient tutor." in pg_ok(url, how, "persona", "show", backend=backend)
     assert "v1" in pg_ok(url, how, "persona", "history", backend=backend)
@@ -117,11 +130,9 @@ def test_personas_people_and_limits_are_kept_in_postgresql(
     assert pg_ok(url, how, "list", "scopes", backend=backend).startswith("(no scope")
 
 
-@pytest.mark.parametrize("how", GIVEN_AS)
 def test_status_on_postgresql_shows_the_database_size_and_no_file_figures(
-    pg_url: str, how: str
+    url: str, how: str
 ) -> None:
-    url = with_password(pg_url)
     pg_ok(url, how, "limits", "--max-events", "100")  # creates the tables
     status = pg_ok(url, how, "status")
     assert f"schema version {SCHEMA_VERSION}" in status
@@ -136,13 +147,9 @@ def test_status_on_postgresql_shows_the_database_size_and_no_file_figures(
     assert pg_ok(url, how, "limits").splitlines()[-1] == last
 
 
-# fails on pg-core until pg-lexical lands: every event write fills the lexical index
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("how", GIVEN_AS)
 def test_events_and_memories_through_the_command_line_on_postgresql(
-    pg_url: str, how: str, backend: str
+    url: str, how: str, backend: str
 ) -> None:
-    url = with_password(pg_url)
     run = {"backend": backend}
     pg_ok(
         url, how, "submit", "我最近在读《三体》。", "--event-id", "zh-1", "--session", "s-1", **run
@@ -175,9 +182,8 @@ def test_events_and_memories_through_the_command_line_on_postgresql(
 
 
 def test_commands_that_run_on_a_sqlite_file_only_refuse_postgresql(
-    pg_cluster: Cluster, pg_url: str, tmp_path: Path
+    pg_cluster: Cluster, url: str, tmp_path: Path
 ) -> None:
-    url = with_password(pg_url)
     arguments: dict[str, list[str]] = {"inspect": [], "demo": []}
     assert set(arguments) == set(SQLITE_ONLY)
     for how in ("--db", "AMEM_DB"):
@@ -196,30 +202,29 @@ def test_commands_that_run_on_a_sqlite_file_only_refuse_postgresql(
             assert PASSWORD not in ran.stderr
             assert ran.stdout == ""
     assert list(tmp_path.iterdir()) == []
-    assert tables(pg_cluster, pg_url) == []
+    assert tables(pg_cluster, url) == []
 
 
 def test_an_export_from_postgresql_imports_into_a_file_and_back(
-    pg_url: str, pg_cluster: Cluster, tmp_path: Path
+    url: str, pg_cluster: Cluster, tmp_path: Path
 ) -> None:
-    url = with_password(pg_url)
     pg_ok(url, "--db", "submit", "我最近在读《三体》。", "--event-id", "zh-1")
     pg_ok(url, "--db", "remember", "I live in Hangzhou now", "--subject", "user")
     archive, copy = tmp_path / "memory.jsonl", tmp_path / "copy.db"
     pg_ok(url, "--db", "export", str(archive))
     assert amem_cli("import", str(archive), "--db", str(copy)).returncode == 0
     assert "I live in Hangzhou now" in amem_cli("list", "--db", str(copy)).stdout
-    again = with_password(pg_cluster.create_database(f"{pg_url.rsplit('/', 1)[1]}_again"))
+    again = with_password(pg_cluster.create_database(f"{url.rsplit('/', 1)[1]}_again"))
     pg_ok(again, "AMEM_DB", "import", str(archive))
     assert pg_ok(again, "AMEM_DB", "read", "zh-1").strip().endswith("我最近在读《三体》。")
     assert "ok" in pg_ok(again, "AMEM_DB", "doctor")
 
 
-def test_the_demo_does_not_read_a_postgresql_amem_db(pg_cluster: Cluster, pg_url: str) -> None:
-    out = cli_ok("demo", env={"AMEM_DB": with_password(pg_url)})
+def test_the_demo_does_not_read_a_postgresql_amem_db(pg_cluster: Cluster, url: str) -> None:
+    out = cli_ok("demo", env={"AMEM_DB": url})
     assert out.startswith("amem demo: a fresh database at ")
     assert out.splitlines()[0].endswith("demo.db")
-    assert tables(pg_cluster, pg_url) == []
+    assert tables(pg_cluster, url) == []
 
 
 def test_an_unreachable_postgresql_server_is_one_error_line_without_the_password() -> None:
@@ -241,11 +246,11 @@ def draft(text: str, quote: str, **fields: str) -> dict[str, str]:
 
 
 @pytest.mark.anyio
-async def test_a_host_starts_amem_serve_on_postgresql(
-    anyio_backend: str, pg_url: str, tmp_path: Path
+async def test_a_host_starts_amem_serve_on_postgresql_then_stores_and_recalls(
+    anyio_backend: str, url: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "server.log"
-    async with connect(with_password(pg_url), other(anyio_backend), log) as session:
+    async with connect(url, other(anyio_backend), log) as session:
         listed = await session.list_tools()
         assert {tool.name for tool in listed.tools} == set(SPEC_ARGS)
         status = await ok(session, "memory_status")
@@ -260,16 +265,6 @@ async def test_a_host_starts_amem_serve_on_postgresql(
         assert [p["id"] for p in people["people"]] == [person["id"]]
         listed_memories = await ok(session, "memory_list")
         assert listed_memories["total"] == 0
-    assert PASSWORD not in log.read_text()
-
-
-# fails on pg-core until pg-lexical lands: every event write fills the lexical index
-@pytest.mark.anyio
-async def test_a_host_stores_and_recalls_through_amem_serve_on_postgresql(
-    anyio_backend: str, pg_url: str, tmp_path: Path
-) -> None:
-    log = tmp_path / "server.log"
-    async with connect(with_password(pg_url), other(anyio_backend), log) as session:
         receipt = await ok(
             session,
             "event_submit",
@@ -298,14 +293,12 @@ async def test_a_host_stores_and_recalls_through_amem_serve_on_postgresql(
 EVENTS_PER_SERVER = 40
 
 
-# fails on pg-core until pg-lexical lands: every event write fills the lexical index
 @pytest.mark.anyio
 async def test_two_servers_write_to_one_postgresql_database_at_once_and_lose_nothing(
-    anyio_backend: str, pg_url: str, tmp_path: Path
+    anyio_backend: str, url: str, tmp_path: Path
 ) -> None:
     """One server on each event loop, started together on a database with no tables yet
     (both migrate it), each taking a burst of concurrent event_submit calls."""
-    url = with_password(pg_url)
     acked: dict[str, int] = {}
 
     async def host(name: str, backend: str) -> None:
@@ -332,7 +325,7 @@ async def test_two_servers_write_to_one_postgresql_database_at_once_and_lose_not
 
     assert len(acked) == 2 * EVENTS_PER_SERVER
     assert len(set(acked.values())) == len(acked), "two acknowledged events share a seq"
-    async with amem.open(pg_url, settings=amem.Settings()) as memory:
+    async with amem.open(url, settings=amem.Settings()) as memory:
         scope = memory.scope(PERSONA, PROJECT)
         listed = await scope.list("events", limit=500)
         assert listed.total == len(acked)

@@ -198,36 +198,6 @@ async def test_a_bad_archive_leaves_a_postgres_database_as_it_was(
 
 
 @pytest.mark.both_backends
-async def test_export_and_backup_are_one_snapshot_each_while_a_writer_runs(
-    tmp_path: Path, pg_url: str
-) -> None:
-    async with opened(pg_url) as mem:
-        s = mem.scope(persona=PERSONA, project=PROJECT)
-        acked: list[int] = []
-
-        async def write() -> None:
-            for n in range(10_000):
-                receipt = await s.submit_event(f"第{n}条消息 message {n}", role="user")
-                acked.append(receipt.seq)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(write)
-            while len(acked) < 30:
-                await anyio.sleep(0.01)
-            before = len(acked)
-            exported = await mem.export(tmp_path / "live.jsonl")
-            backup = await mem.backup(tmp_path / "live.backup")
-            tg.cancel_scope.cancel()
-    seqs = [json.loads(line)["row"]["seq"] for line in rows(tmp_path / "live.jsonl")[:-1]]
-    assert seqs == list(range(1, len(seqs) + 1))  # a committed prefix, nothing torn
-    assert before <= len(seqs) == exported.counts["events"] <= backup.counts["events"]
-    with closing(sqlite3.connect(tmp_path / "live.backup")) as conn:
-        copied = [seq for (seq,) in conn.execute("select seq from events order by seq")]
-    assert copied == list(range(1, len(copied) + 1))
-    assert leftovers(tmp_path) == []
-
-
-@pytest.mark.both_backends
 async def test_a_postgres_backup_is_a_sqlite_file_that_restores_into_either(
     tmp_path: Path, pg_url: str, second_pg_url: str, full_archive: Path
 ) -> None:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ..db.in_lists import marks
 from ..db.rules import CURRENT_MEMORY, EVENT_AS_OF, SAID_THEN_CORRECTED
 from ..search import postings
-from ..search.postings import Postings, Within
+from ..search.postings import Eligible, Postings, Within
 from ..search.text import clause_tokens, person_token, phrase_tokens, scope_token
 from ..store.facts import valid_as_of
 from .query import Eligibility, RecallQuery
@@ -92,6 +92,7 @@ def lexical_matches(
     if not terms:
         return Lexical({}, False, 0.0)
     bounds = {"as_of": where.as_of, "history": where.history}
+    eligible = Eligible(ELIGIBLE_DOC, bounds, TERM_SCAN, PER_TERM)
     term_rows = {}  # each term's postings, newest first
     budget = POSTINGS
     for term in terms:  # the rarest first: a rare term's few postings cost little
@@ -99,9 +100,7 @@ def lexical_matches(
             break
         budget -= term.counted
         if eligible_only:
-            rows = index.eligible_newest(
-                within, term.text, TERM_SCAN, PER_TERM, ELIGIBLE_DOC, bounds
-            )
+            rows = index.eligible_newest(within, term.text, eligible)
         else:
             rows = index.newest(within, [term.text], PER_TERM)
         term_rows[term.text] = rows

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from ..db.in_lists import marks
 from ..db.schema import CREATE_SEARCH_FTS, SEARCH_FTS_SHADOWS
-from .postings import Count, Within
+from .postings import Count, Eligible, Within
 from .text import literal, person_token, scope_token
 
 SELECT_NEWEST = """
@@ -123,17 +123,11 @@ class Fts5Postings:
         query = {"match": literal(" ".join(tokens)) + narrowing(within), "floor": floor}
         return self._rows(SELECT_PHRASE, {**query, "per_term": limit})
 
-    def eligible_newest(
-        self,
-        within: Within,
-        term: str,
-        scan: int,
-        limit: int,
-        eligible: str,
-        params: Mapping[str, object],
-    ) -> list[int]:
-        query = {**params, "match": match([term], within), "scan": scan, "per_term": limit}
-        return self._rows(SELECT_ELIGIBLE.format(eligible=eligible), query)
+    def eligible_newest(self, within: Within, term: str, eligible: Eligible) -> list[int]:
+        query = {"match": match([term], within), "scan": eligible.scan, "per_term": eligible.limit}
+        return self._rows(
+            SELECT_ELIGIBLE.format(eligible=eligible.condition), {**eligible.params, **query}
+        )
 
     def _rows(self, sql: str, params: Mapping[str, object]) -> list[int]:
         return [rowid for (rowid,) in self.conn.execute(sql, params)]

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import sqlite3
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from .postings import Count, ScopeRows, Within
+from ..db.in_lists import marks
+from .postings import Count, Eligible, ScopeRows, Within
 from .text import person_token
 
 SELECT_SCOPE_BOUNDS = """
@@ -139,34 +140,25 @@ class PgPostings:
         params |= {"floor": floor, "phrase": f" {fold(' '.join(tokens))} ", **FOLDING}
         return self._nums(f"select t0.num {sql} {PHRASE_HELD}", params, limit)
 
-    def eligible_newest(
-        self,
-        within: Within,
-        term: str,
-        scan: int,
-        limit: int,
-        eligible: str,
-        params: Mapping[str, object],
-    ) -> list[int]:
+    def eligible_newest(self, within: Within, term: str, eligible: Eligible) -> list[int]:
         sql, found = holding(rows_of(within), [term])
         return self._nums(
             f"""
             select d.num from (
                 select t0.num {sql} order by t0.num desc limit :scan
             ) f join search_docs d on d.num = f.num
-            where {eligible}
+            where {eligible.condition}
             order by d.num desc limit :limit
             """,
-            {**params, **found, "scan": scan},
-            limit,
+            {**eligible.params, **found, "scan": eligible.scan},
+            eligible.limit,
         )
 
     def _nums(self, sql: str, params: dict[str, object], limit: int) -> list[int]:
         return [num for (num,) in self.conn.execute(sql, {**params, "limit": limit})]
 
     def sizes(self, nums: Sequence[int]) -> dict[int, int]:
-        marks = ", ".join("?" * len(nums))
-        return dict(self.conn.execute(SELECT_SIZES.format(marks), list(nums)).fetchall())
+        return dict(self.conn.execute(SELECT_SIZES.format(marks(len(nums))), list(nums)).fetchall())
 
     def average_length(self) -> float:
         documents, tokens = self.conn.execute(SELECT_TOTALS).fetchone()
@@ -320,8 +312,8 @@ a sigma)."""
 def bare(char: str) -> str | None:
     """A Latin letter without its diacritics (None when it has none)."""
     decomposed = unicodedata.normalize("NFD", char)
-    base, marks = decomposed[0], decomposed[1:]
-    if base.isascii() and marks and all(ord(mark) in COMBINING_DIACRITICS for mark in marks):
+    base, accents = decomposed[0], decomposed[1:]
+    if base.isascii() and accents and all(ord(mark) in COMBINING_DIACRITICS for mark in accents):
         return base
     return None
 

@@ -52,6 +52,17 @@ class Count(NamedTuple):
     """The last of the oldest ``documents`` (0 when none)."""
 
 
+class Eligible(NamedTuple):
+    """Which of a term's newest documents may be found: an SQL condition on ``d``, their
+    ``search_docs`` row, with the named parameters it reads; only the ``scan`` newest
+    are tried (bounded however common the term), and ``limit`` are kept."""
+
+    condition: str
+    params: Mapping[str, object]
+    scan: int
+    limit: int
+
+
 class Postings(Protocol):
     """The lexical index on one connection."""
 
@@ -87,18 +98,9 @@ class Postings(Protocol):
         in order; oldest first."""
         ...
 
-    def eligible_newest(
-        self,
-        within: Within,
-        term: str,
-        scan: int,
-        limit: int,
-        eligible: str,
-        params: Mapping[str, object],
-    ) -> list[int]:
-        """Of the ``scan`` newest documents holding ``term``, up to ``limit`` for which
-        ``eligible`` holds (an SQL condition on ``d``, their ``search_docs`` row, whose
-        named parameters ``params`` gives), newest first."""
+    def eligible_newest(self, within: Within, term: str, eligible: Eligible) -> list[int]:
+        """Of the ``eligible.scan`` newest documents holding ``term``, up to
+        ``eligible.limit`` for which its condition holds, newest first."""
         ...
 
     def sizes(self, nums: Sequence[int]) -> dict[int, int]:
