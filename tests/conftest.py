@@ -140,7 +140,10 @@ def target(database: str, tmp_path: Path, request: pytest.FixtureRequest) -> str
 async def mem(
     database: str, db_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[amem.Memory]:
-    where = request.getfixturevalue("pg_url") if database == "postgresql" else db_path
+    where: str | Path = db_path
+    if database == "postgresql":  # the test's own empty database if it asks for one
+        given = "pg_url" if "pg_url" in request.fixturenames else "migrated_pg_url"
+        where = request.getfixturevalue(given)
     async with amem.open(where, settings=amem.Settings()) as memory:
         yield memory
 
@@ -175,4 +178,14 @@ def pg_url(pg_cluster: Cluster) -> Iterator[str]:
     """The URL of a new, empty database in ``pg_cluster``, dropped after the test."""
     name = f"test_{secrets.token_hex(4)}"
     yield pg_cluster.create_database(name)
+    pg_cluster.drop_database(name)
+
+
+@pytest.fixture
+def migrated_pg_url(pg_cluster: Cluster) -> Iterator[str]:
+    """The URL of a new database that already holds amem's current schema (a copy of
+    ``Cluster.migrated_template``): what ``mem`` opens on PostgreSQL, unless the test
+    takes ``pg_url`` (an empty one) itself."""
+    name = f"test_{secrets.token_hex(4)}"
+    yield pg_cluster.create_database(name, template=pg_cluster.migrated_template())
     pg_cluster.drop_database(name)

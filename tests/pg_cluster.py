@@ -32,6 +32,7 @@ INSTALL_POSTGRESQL = (
 DEBIAN_BINS = Path("/usr/lib/postgresql")
 
 SUPERUSER = "postgres"
+MIGRATED = "amem_migrated_template"
 OS_USER = "postgres"  # who runs the server when the tests run as root
 
 # Tests need speed, not durability; 200 connections leave room for many processes at once.
@@ -66,10 +67,26 @@ class Cluster:
         """The URL of database ``dbname``, as the superuser."""
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{dbname}"
 
-    def create_database(self, name: str) -> str:
-        """Create an empty database ``name``; its URL."""
-        self.sql(f'create database "{name}"')
+    def create_database(self, name: str, *, template: str | None = None) -> str:
+        """Create database ``name``, empty or a copy of database ``template``; its URL."""
+        copied = "" if template is None else f' template "{template}"'
+        self.sql(f'create database "{name}"{copied}')
         return self.dsn(name)
+
+    def migrated_template(self) -> str:
+        """A database holding amem's current schema and no rows, made once per cluster:
+        copying it (a file copy) takes a tenth of the time migrating a new one does."""
+        if not self.sql(f"select 1 from pg_database where datname = '{MIGRATED}'"):
+            from amem.db import pg_schema
+            from amem.db.postgres import PgConnection
+
+            url = self.create_database(MIGRATED)
+            conn = PgConnection.connect(url, readonly=False)
+            try:
+                pg_schema.migrate(conn)
+            finally:
+                conn.close()
+        return MIGRATED
 
     def drop_database(self, name: str) -> None:
         """Drop database ``name``, closing whatever connections are still open on it."""
