@@ -37,11 +37,18 @@ TIMEOUT = 600.0
 waits for the model behind every other batch."""
 
 
+LOCK_SECONDS = 60.0
+"""How long a write to the cache waits for another process's."""
+
+
 class CachedEmbeddings(httpx.AsyncBaseTransport):
     """``POST /embeddings`` from the cache, the texts it lacks from ``upstream``."""
 
     def __init__(self, path: Path, upstream: str, model: str) -> None:
-        self.conn = sqlite3.connect(path)
+        # the test suite's workers and a bench run may share one cache: WAL lets them read
+        # while one writes, and a writer waits for another's commit
+        self.conn = sqlite3.connect(path, timeout=LOCK_SECONDS)
+        self.conn.execute("pragma journal_mode = wal")
         self.conn.execute(
             "create table if not exists vectors (model text, kind text, text text, vector blob,"
             " primary key (model, kind, text))"

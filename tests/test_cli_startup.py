@@ -82,9 +82,12 @@ def test_the_cli_modules_themselves_import_nothing_heavy() -> None:
     assert {name for name in loaded if not name.startswith("amem.cli")} == LIGHT_AMEM
 
 
-def test_a_one_shot_write_and_lexical_recall_load_no_numpy(tmp_path: Path) -> None:
-    """numpy serves vector search only: a command that stores text and recalls it by its
-    words (no embedding endpoint: ``auto`` is lexical) never loads it."""
+def test_a_one_shot_write_and_lexical_recall_on_a_file_load_neither_numpy_nor_psycopg(
+    tmp_path: Path,
+) -> None:
+    """numpy serves vector search only, psycopg PostgreSQL only: a command that stores text
+    in a SQLite file and recalls it by its words (no embedding endpoint: ``auto`` is
+    lexical) loads neither (each costs every process that starts amem)."""
     db = str(tmp_path / "memory.db")
     wrote, _ = startup(["remember", "--db", db, "I live in Lisbon"])
     recalled, printed = startup(["recall", "--db", db, "Lisbon"])
@@ -92,6 +95,7 @@ def test_a_one_shot_write_and_lexical_recall_load_no_numpy(tmp_path: Path) -> No
     assert "Lisbon" in printed
     for report in (wrote, recalled):
         assert "numpy" not in heavy(report["modules"])
+        assert not [name for name in report["modules"] if name.startswith("psycopg")]
 
 
 NEVER_LOADS = """

@@ -33,6 +33,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import quality  # noqa: E402  (bench/quality.py: the suite this test is a slice of)
 from embed_cache import local_embedder  # noqa: E402
 
+EMBEDDINGS = quality.recall.CACHE / "quality"
+"""``bench/quality.py``'s embedding cache (its ``--cache``)."""
 LOCOMO_CONVERSATIONS = 1
 """The first (conv-26): 419 turns, 149 questions."""
 
@@ -59,10 +61,13 @@ def the_slice(data: Path, name: str) -> quality.Corpus:
 
 
 async def measure(corpora: list[quality.Corpus], folder: Path) -> list[quality.Row]:
-    """Each set into a fresh database, every query through amem and the baselines; the
-    embeddings are cached in ``folder`` so amem and the baselines embed each text once."""
+    """Each set into a fresh database in ``folder``, every query through amem and the
+    baselines. The embeddings are cached where ``bench/quality.py`` keeps them
+    (``~/.cache/amem-bench/quality``): amem and the baselines embed each text once, and once
+    only on a machine that ran either before (on a fresh one the model takes about two
+    minutes of CPU for this slice; a cached vector is the one the model returned)."""
     rows = []
-    async with local_embedder(folder / "embeddings") as (settings, client, _):
+    async with local_embedder(EMBEDDINGS) as (settings, client, _):
         for corpus in corpora:
             outcome = await quality.run_corpus(corpus, settings, client, folder)
             assert outcome.hybrid == len(outcome.answers), "every default recall used vectors"

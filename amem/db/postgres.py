@@ -129,8 +129,9 @@ class PgConnection:
             conn = psycopg.connect(
                 url, autocommit=True, cursor_factory=psycopg.ClientCursor, connect_timeout=10
             )
-        conn.adapters.register_dumper(bool, BoolDumper)
-        conn.adapters.register_loader("numeric", NumericLoader)
+        booleans, numerics = sqlite_values()
+        conn.adapters.register_dumper(bool, booleans)
+        conn.adapters.register_loader("numeric", numerics)
         conn.execute(f"set lock_timeout = {LOCK_TIMEOUT_MS}")
         return cls(conn, readonly=readonly)
 
@@ -176,31 +177,26 @@ def bound(params: Params) -> Params:
     return params if isinstance(params, Mapping) else list(params)
 
 
-def _dumper_base() -> Any:
-    from psycopg.adapt import Dumper
+@lru_cache(maxsize=1)
+def sqlite_values() -> tuple[type[Any], type[Any]]:
+    """The dumper and loader through which PostgreSQL's values read as SQLite's; defined
+    on first use, so that psycopg is imported only when a PostgreSQL database is opened."""
+    from psycopg.adapt import Dumper, Loader
 
-    return Dumper
+    class BoolDumper(Dumper):
+        """Booleans as 1 and 0, as SQLite stores them (``memories.pinned`` is an integer)."""
 
+        def dump(self, obj: bool) -> bytes:
+            return b"1" if obj else b"0"
 
-def _loader_base() -> Any:
-    from psycopg.adapt import Loader
+    class NumericLoader(Loader):
+        """``sum`` of integers is ``numeric`` in PostgreSQL and an integer in SQLite."""
 
-    return Loader
+        def load(self, data: Any) -> int | float:
+            number = Decimal(bytes(data).decode())
+            return int(number) if number == number.to_integral_value() else float(number)
 
-
-class BoolDumper(_dumper_base()):  # type: ignore[misc]
-    """Booleans as 1 and 0, as SQLite stores them (``memories.pinned`` is an integer)."""
-
-    def dump(self, obj: bool) -> bytes:
-        return b"1" if obj else b"0"
-
-
-class NumericLoader(_loader_base()):  # type: ignore[misc]
-    """``sum`` of integers is ``numeric`` in PostgreSQL and an integer in SQLite."""
-
-    def load(self, data: bytes) -> int | float:
-        number = Decimal(bytes(data).decode())
-        return int(number) if number == number.to_integral_value() else float(number)
+    return BoolDumper, NumericLoader
 
 
 SQLSTATE_CODES = {
