@@ -1,9 +1,9 @@
 """The two drivers behind ``db.drivers.Connection``: a job runs whole on the connection's
 own thread, its result or its exception comes back, and closing is idempotent.
 
-The asyncio driver runs jobs through aiosqlite's ``Connection._execute``, the one private
-name amem uses (aiosqlite has no public way to run a function on its thread): the last
-test checks what amem relies on, so an aiosqlite that changes it fails here.
+The asyncio driver runs jobs through aiosqlite's public ``execute`` on the ``sqlite3``
+connection aiosqlite opened for it (``JobConnection``): the last test checks that a job and
+aiosqlite's own statements share that connection and its thread, in order.
 """
 
 from __future__ import annotations

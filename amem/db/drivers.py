@@ -108,43 +108,61 @@ def _running_on_asyncio() -> bool:
     return True
 
 
-class AioConnection:
-    """The asyncio driver: an ``aiosqlite.Connection``.
+RUN_JOB = "-- amem: run the job given as the parameter"
+"""What ``AioConnection`` sends through aiosqlite's ``execute`` to run a job (never SQL:
+``JobConnection`` takes it before sqlite3 would see it)."""
 
-    aiosqlite (0.22) has no public way to run a function on its connection's thread: each
-    public method runs one ``sqlite3`` call there (``execute``, ``commit``, ...), while amem
-    runs a whole job in one hop (a transaction is one function, which a cancelled caller
-    never cuts in half). So ``run`` uses the one primitive those methods are built on,
-    ``Connection._execute`` (queue a callable on the thread, await its result), and nothing
-    else private; ``tests/test_drivers.py`` checks what amem relies on, so an aiosqlite that
-    changes it fails there. The ``sqlite3.Connection`` a job receives is the one aiosqlite
-    opened, handed over by sqlite3's ``factory`` hook (aiosqlite passes ``connect``'s
-    keyword arguments to ``sqlite3.connect``), not read from aiosqlite's attributes.
+
+class PendingJob:
+    """A job on its way to aiosqlite's thread, and its result once it ran there."""
+
+    __slots__ = ("fn", "result")
+
+    def __init__(self, fn: Job) -> None:
+        self.fn = fn
+        self.result: Any = None
+
+
+class JobConnection(sqlite3.Connection):
+    """The ``sqlite3.Connection`` aiosqlite opens for amem (sqlite3's ``factory`` hook):
+    ``execute(RUN_JOB, [job])`` runs the job with this connection, on the thread that
+    called it; any other statement is sqlite3's own."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        if sql is RUN_JOB:
+            [job] = parameters
+            job.result = job.fn(self)
+            return self.cursor()
+        return super().execute(sql, parameters)
+
+
+class AioConnection:
+    """The asyncio driver: an ``aiosqlite.Connection``, through its public API only.
+
+    aiosqlite runs each of its methods as one ``sqlite3`` call on its connection's thread
+    (``execute``, ``commit``, ...), while amem runs a whole job in one hop (a transaction is
+    one function, which a cancelled caller never cuts in half). aiosqlite passes
+    ``connect``'s keyword arguments to ``sqlite3.connect``, so the connection it opens is a
+    ``JobConnection``, and ``run`` sends the job through aiosqlite's ``execute``, which
+    hands its arguments to that connection's ``execute`` on the thread: there the job runs
+    whole, in the order of everything else queued on the connection.
     """
 
-    def __init__(self, conn: aiosqlite.Connection, raw: sqlite3.Connection) -> None:
+    def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
-        self._raw = raw
         self._closed = False
 
     @classmethod
     async def open(cls, path: str, *, readonly: bool) -> AioConnection:
-        opened: list[sqlite3.Connection] = []
-
-        def factory(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-            raw = sqlite3.Connection(*args, **kwargs)
-            opened.append(raw)
-            return raw
-
         conn = aiosqlite.connect(
             sqlite_uri(path, readonly=readonly),
             uri=True,
             isolation_level=None,
             timeout=BUSY_TIMEOUT_MS / 1000,
-            factory=factory,
+            factory=JobConnection,
         )
         await conn
-        self = cls(conn, opened[0])
+        self = cls(conn)
         try:
             await self.run(lambda c: configure(c, readonly=readonly))
         except BaseException:
@@ -153,8 +171,11 @@ class AioConnection:
         return self
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # the whole of ``fn`` runs on aiosqlite's thread in one hop (see the class)
-        result: T = await self._conn._execute(fn, self._raw)  # type: ignore[no-untyped-call]
+        if self._closed:
+            raise ValueError("connection closed")
+        job = PendingJob(fn)
+        await self._conn.execute(RUN_JOB, [job])
+        result: T = job.result
         return result
 
     async def close(self) -> None:
