@@ -177,6 +177,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 T = TypeVar("T")
+Item = TypeVar("Item")
 
 QUERY_VECTORS = 256
 """Query embeddings kept per ``Memory`` (an agent often asks the same thing again)."""
@@ -330,6 +331,13 @@ class Runtime:
     ) -> T:
         """``fn(conn, *args, **kwargs)`` in a write transaction; returns after COMMIT."""
         return await self.db.write(fn, *args, **kwargs)
+
+    async def write_together(
+        self, run_many: Callable[[sqlite3.Connection, list[Item]], list[T]], item: Item
+    ) -> T:
+        """``run_many(conn, [item])[0]`` in a write transaction, with the same writes of other
+        callers in the same batch (``Database.write_together``); returns after COMMIT."""
+        return await self.db.write_together(run_many, item)
 
     def model_work(self, what: Literal["extraction", "embedding"]) -> Pipeline:
         """The pipeline, if an endpoint for ``what`` is configured (else ``not_configured``)."""
@@ -671,7 +679,7 @@ class Scope:
         every item is validated first, and one refused event stores none (``field`` names
         the list in errors)."""
         made = await self._new_events(items, field=field)
-        receipts = await self._runtime.write(events.insert_events, made)
+        receipts = await self._runtime.write_together(events.insert_requests, list(made))
         self._runtime.after_commit(receipts)
         return receipts
 

@@ -11,14 +11,17 @@ import threading
 from contextlib import closing
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from helpers import rows
 
 import amem
 from amem.db.database import Database
 from amem.db.drivers import open_sqlite
 from amem.search import index
+from amem.search.text import person_token
 from amem.testing import database
 
 pytestmark = pytest.mark.anyio
@@ -303,3 +306,164 @@ def index_state(path: Path) -> tuple[int, str]:
         segments = index.index_segments(conn)
         conn.execute("insert into search_fts (search_fts, rank) values ('integrity-check', 1)")
         return segments, "ok"
+
+
+async def queue_behind_held_writer(
+    mem: amem.Memory, submits: list[tuple[str, dict[str, Any]]]
+) -> dict[str, BaseException | amem.EventReceipt]:
+    """Submit every ``(text, keywords)`` while the writer is held, so that all of them are
+    one batch; each outcome by event ID."""
+    scope = mem.scope()
+    db, release, started = database(mem), threading.Event(), anyio.Event()
+    outcomes: dict[str, BaseException | amem.EventReceipt] = {}
+
+    async def submit(text: str, options: dict[str, Any]) -> None:
+        try:
+            outcomes[options["event_id"]] = await scope.submit_event(text, **options)
+        except amem.AmemError as exc:
+            outcomes[options["event_id"]] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold_writer, db, release, started)
+        await started.wait()
+        commits_before = db.writer.commits
+        for text, options in submits:
+            tg.start_soon(submit, text, options)
+        await anyio.sleep(0.05)  # let every submitter queue behind the held transaction
+        release.set()
+    assert db.writer.commits - commits_before == 2  # the held request, then one batch
+    return outcomes
+
+
+def mixed_submits(person: str) -> list[tuple[str, dict[str, Any]]]:
+    submits = []
+    for n in range(120):
+        options: dict[str, Any] = {"event_id": f"e-{n}", "role": ("user", "assistant")[n % 2]}
+        if n % 3 == 0:
+            options["session"] = f"chat-{n % 7}"
+        if n % 5 == 0:
+            options["person"] = person
+        if n % 11 == 0:
+            options["category"] = "reference"  # stored, never indexed
+        options["occurred_at"] = f"2026-03-{1 + n % 28:02d}T08:{n % 60:02d}:00+08:00"
+        text = f"第{n}次 我们聊了杭州的天气 and the weather in Lisbon, note {n}"
+        submits.append((text if n % 2 else f"plain English note number {n}", options))
+    return submits
+
+
+STORED = """
+select id, persona, project, session, role, category, source, text, occurred_at, status, person
+from events order by id
+"""
+INDEXED = "select doc_kind, ref, tokens from search_docs order by ref"
+SEQS = "select id, seq from events"
+MATCHED = """
+select d.ref from search_fts f join search_docs d on d.num = f.rowid
+where search_fts match ? order by d.ref
+"""
+
+
+async def test_submits_in_one_batch_are_stored_and_indexed_as_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """A batch of new events goes in with a few statements for all of them: the file ends
+    up holding what submitting them one at a time leaves, receipts and index included."""
+    files = {way: tmp_path / f"{way}.db" for way in ("batch", "one-by-one")}
+    receipts: dict[str, dict[str, Any]] = {}
+    for way, path in files.items():
+        async with amem.open(path) as mem:
+            scope = mem.scope()
+            person = (await scope.upsert_person("p-ana", display_name="Ana")).id
+            submits = mixed_submits(person)
+            if way == "batch":
+                outcomes = await queue_behind_held_writer(mem, submits)
+            else:
+                outcomes = {
+                    options["event_id"]: await scope.submit_event(text, **options)
+                    for text, options in submits
+                }
+            if way == "batch":
+                seqs = {
+                    event_id: outcome.seq
+                    for event_id, outcome in outcomes.items()
+                    if isinstance(outcome, amem.EventReceipt)
+                }
+            receipts[way] = {
+                event_id: outcome.model_dump(exclude={"ingested_at", "seq"})
+                for event_id, outcome in outcomes.items()
+                if isinstance(outcome, amem.EventReceipt)
+            }
+            found = await scope.recall("杭州", limit=50, mode="fast")
+            chinese = {f"e-{n}" for n in range(1, 120, 2) if n % 11}
+            assert len(found.items) == 50
+            assert {item.source_event_id for item in found.items} <= chinese
+            mine = await scope.recall("Lisbon", limit=50, mode="fast", person=person)
+            assert {item.source_event_id for item in mine.items} == {
+                f"e-{n}" for n in range(1, 120, 2) if n % 5 == 0 and n % 11
+            }
+    assert len(receipts["batch"]) == 120
+    assert receipts["batch"] == receipts["one-by-one"]
+    assert dict(rows(files["batch"], SEQS)) == seqs  # each caller heard its own row's
+    for sql in (STORED, INDEXED, "select * from scope_usage"):
+        assert rows(files["batch"], sql) == rows(files["one-by-one"], sql), sql
+    for term in ("杭州", "lisbon", "plain", person_token("assistant", "default", "p-ana")):
+        assert rows(files["batch"], MATCHED, term) == rows(files["one-by-one"], MATCHED, term)
+
+
+async def test_a_batch_refuses_only_an_erased_id(mem: amem.Memory) -> None:
+    scope = mem.scope()
+    await scope.submit_event("said, then erased", role="user", event_id="gone")
+    await scope.delete(event_id="gone")
+    submits = [(f"note {n}", {"event_id": f"n-{n}", "role": "user"}) for n in range(20)]
+    submits.insert(7, ("said again", {"event_id": "gone", "role": "user"}))
+    outcomes = await queue_behind_held_writer(mem, submits)
+
+    erased = outcomes.pop("gone")
+    assert isinstance(erased, amem.Conflict)
+    assert erased.code == "erased"
+    assert all(isinstance(outcome, amem.EventReceipt) for outcome in outcomes.values())
+    assert (await scope.recall("note", limit=50, mode="fast")).items[0].text.startswith("note")
+    assert sum((await scope.status()).events.values()) == 20
+
+
+async def test_one_event_sent_twice_in_a_batch_is_stored_once(mem: amem.Memory) -> None:
+    """A client that retries before its first try was answered."""
+    scope = mem.scope()
+    submits = [(f"note {n}", {"event_id": f"n-{n}", "role": "user"}) for n in range(10)]
+    outcomes: list[amem.EventReceipt] = []
+
+    async def resend() -> None:
+        outcomes.append(await scope.submit_event("note 3", role="user", event_id="n-3"))
+
+    db, release, started = database(mem), threading.Event(), anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold_writer, db, release, started)
+        await started.wait()
+        for text, options in submits:
+            tg.start_soon(partial(scope.submit_event, text, **options))
+        tg.start_soon(resend)
+        await anyio.sleep(0.05)
+        release.set()
+    listed = await scope.list(what="events", limit=100)
+    assert sorted(item.id for item in listed.items) == sorted(f"n-{n}" for n in range(10))
+    [again] = outcomes
+    assert again.seq == next(item.seq for item in listed.items if item.id == "n-3")
+
+
+async def test_a_batch_that_passes_a_limit_refuses_only_the_writes_past_it(
+    mem: amem.Memory,
+) -> None:
+    scope = mem.scope()
+    await scope.set_limits(max_events=30)
+    submits = [(f"note {n}", {"event_id": f"n-{n}", "role": "user"}) for n in range(40)]
+    outcomes = await queue_behind_held_writer(mem, submits)
+
+    stored = [key for key, outcome in outcomes.items() if isinstance(outcome, amem.EventReceipt)]
+    refused = [outcomes[key] for key in outcomes.keys() - set(stored)]
+    assert (len(stored), len(refused)) == (30, 10)  # which ones: the order they queued in
+    for error in refused:
+        assert isinstance(error, amem.StorageError)
+        assert error.code == "capacity_exceeded"
+    assert sum((await scope.status()).events.values()) == 30
+    listed = await scope.list(what="events", limit=100)
+    assert sorted(item.id for item in listed.items) == sorted(stored)

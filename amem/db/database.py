@@ -19,10 +19,11 @@ from ..errors import InvalidInput, StorageError
 from . import pg_schema, postgres
 from .drivers import Connection, connect
 from .schema import Reindex, check_existing, migrate, stored_version
-from .writer import BEGIN_ATTEMPTS, Writer, is_busy, storage_error
+from .writer import BEGIN_ATTEMPTS, Together, Writer, is_busy, storage_error
 
 P = ParamSpec("P")
 T = TypeVar("T")
+Item = TypeVar("Item")
 
 
 class Database:
@@ -112,6 +113,15 @@ class Database:
     ) -> T:
         """Run ``fn(conn, *args, **kwargs)`` in a write transaction; returns after COMMIT."""
         return await self.writer.submit(lambda conn: fn(conn, *args, **kwargs))
+
+    async def write_together(
+        self, run_many: Callable[[sqlite3.Connection, list[Item]], list[T]], item: Item
+    ) -> T:
+        """``run_many(conn, [item])[0]``, in a write transaction; returns after COMMIT. The
+        writes of other callers waiting in the same batch with the same ``run_many`` go in
+        the same call (``writer.Together``)."""
+        result: T = await self.writer.submit(Together(run_many, item))
+        return result
 
     async def read(
         self,

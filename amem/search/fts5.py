@@ -10,6 +10,7 @@ terms; the index of a file holding one scope is not narrowed at all (see ``withi
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -73,6 +74,15 @@ INSERT_FTS = "insert into search_fts (rowid, tokens) values (?, ?)"
 DELETE_FTS = "insert into search_fts (search_fts, rowid, tokens) values ('delete', ?, ?)"
 DELETE_DOC = "delete from search_docs where num = ?"
 UPDATE_TOKENS = "update search_docs set tokens = ? where num = ?"
+INSERT_DOCS = """
+insert into search_docs (persona, project, doc_kind, ref, tokens)
+select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       json_extract(value, '$[3]'), json_extract(value, '$[4]')
+from json_each(?) order by key
+"""
+INSERT_FTS_AFTER = (
+    "insert into search_fts (rowid, tokens) select num, tokens from search_docs where num > ?"
+)
 
 
 class Fts5Postings:
@@ -151,6 +161,14 @@ class Fts5Postings:
         assert num is not None  # an insert always numbers its row
         self.conn.execute(INSERT_FTS, (num, tokens))
         return num
+
+    def add_many(self, docs: Sequence[tuple[str, str, str, str, str]]) -> None:
+        """``add`` of each ``(persona, project, doc_kind, ref, tokens)``, in two statements
+        whatever their number: a batch of writes indexes its rows without a Python call,
+        and a lock on the interpreter, per row."""
+        (top,) = self.conn.execute("select coalesce(max(num), 0) from search_docs").fetchone()
+        self.conn.execute(INSERT_DOCS, (json.dumps(docs, ensure_ascii=False),))
+        self.conn.execute(INSERT_FTS_AFTER, (top,))
 
     def retoken(self, num: int, persona: str, project: str, old: str, new: str) -> None:
         self.conn.execute(DELETE_FTS, (num, old))

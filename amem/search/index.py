@@ -91,6 +91,11 @@ def doc_tokens(persona: str, project: str, people: Iterable[str], segmented: str
     return " ".join([*heads, segmented])
 
 
+def event_tokens(persona: str, project: str, person: str | None, segmented: str) -> str:
+    """``doc_tokens`` of a new event, whose people are the one it is stored with."""
+    return doc_tokens(persona, project, [] if person is None else [person], segmented)
+
+
 def index_doc(
     conn: sqlite3.Connection,
     persona: str,

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
+from ..db.postgres import is_postgres
 from ..db.rules import CURRENT_MEMORY, SHOWN_STATUS
 from ..db.times import from_db_time
 from ..errors import Conflict
 from ..models import Event, EventReceipt, EventStatus
-from ..search import index
+from ..search import index, postings
+from ..search.fts5 import Fts5Postings
 from .capacity import check_capacity
 from .people import require_people
-from .tombstones import refuse_erased
+from .tombstones import digest, refuse_erased
 
 
 @dataclass(slots=True)
@@ -126,8 +129,9 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
         (*payload(event), event.occurred_at, event.ingested_at, event.status, event.person),
     )
     if cursor.rowcount == 1:  # else an event of that ID is stored already
-        if event.segmented is not None:
-            index.index_doc(conn, event.persona, event.project, "event", event.id, event.segmented)
+        if event.segmented is not None:  # its people: the one it was just stored with
+            tokens = index.event_tokens(event.persona, event.project, event.person, event.segmented)
+            postings.of(conn).add(event.persona, event.project, "event", event.id, tokens)
         check_capacity(conn, event.persona, event.project)  # a duplicate adds nothing
         return receipt(event, cursor.lastrowid or 0, event.status, [], duplicate=False)
     existing = load_stored(conn, event.id)
@@ -150,6 +154,86 @@ def insert_event(conn: sqlite3.Connection, event: NewEvent) -> EventReceipt:
 def insert_events(conn: sqlite3.Connection, events: Sequence[NewEvent]) -> list[EventReceipt]:
     """``insert_event`` of each, in order, in the caller's one transaction."""
     return [insert_event(conn, event) for event in events]
+
+
+def insert_requests(
+    conn: sqlite3.Connection, requests: list[list[NewEvent]]
+) -> list[list[EventReceipt]]:
+    """``insert_events`` of each request's events, in order, in the writer's one
+    transaction (``Database.write_together``: the submits waiting in one batch).
+
+    On SQLite, when every event is new (no ID stored, erased, or twice among them), they
+    go in with a few statements for all of them (``insert_new``). Otherwise each is stored
+    as ``insert_event`` stores it, and so is every event on PostgreSQL."""
+    flat = [event for events in requests for event in events]
+    if len(flat) > 1 and not is_postgres(conn) and all_new(conn, flat):
+        receipts = iter(insert_new(conn, flat))
+        return [[next(receipts) for _ in events] for events in requests]
+    return [insert_events(conn, events) for events in requests]
+
+
+SELECT_KNOWN = """
+select exists (select 1 from json_each(:ids) j join events e on e.id = j.value)
+    or exists (select 1 from json_each(:digests) j join erased_events t on t.digest = j.value)
+"""
+
+
+def all_new(conn: sqlite3.Connection, events: Sequence[NewEvent]) -> bool:
+    """Whether no event's ID is stored or erased in its scope, nor given twice."""
+    ids = [event.id for event in events]
+    if len(set(ids)) < len(ids):
+        return False
+    digests = [digest(event.persona, event.project, event.id) for event in events]
+    (known,) = conn.execute(
+        SELECT_KNOWN, {"ids": json.dumps(ids), "digests": json.dumps(digests)}
+    ).fetchone()
+    return not known
+
+
+INSERT_EVENTS = f"""
+insert into events
+    (id, persona, project, session, role, category, source, text,
+     occurred_at, ingested_at, status, person)
+select {", ".join(f"json_extract(value, '$[{n}]')" for n in range(12))}
+from json_each(?) order by key
+"""
+SELECT_SEQS = (
+    "select json_group_object(id, seq) from events where id in (select value from json_each(?))"
+)
+
+
+def insert_new(conn: sqlite3.Connection, events: Sequence[NewEvent]) -> list[EventReceipt]:
+    """Store events none of which is stored or erased (``all_new``) and index them, with a
+    few statements for all of them: SQLite runs each whole without handing control back
+    to Python, so the event loop goes on meanwhile. Each event's checks are
+    ``insert_event``'s; a scope past its limit afterwards was taken past it by one of them,
+    and the writer then tells which, one request at a time."""
+    for event in events:
+        if event.person is not None:
+            require_people(conn, event.persona, event.project, [event.person], "person")
+    rows = [
+        [*payload(event), event.occurred_at, event.ingested_at, event.status, event.person]
+        for event in events
+    ]
+    conn.execute(INSERT_EVENTS, (json.dumps(rows, ensure_ascii=False),))
+    (seqs,) = conn.execute(SELECT_SEQS, (json.dumps([event.id for event in events]),)).fetchone()
+    docs = [
+        (
+            e.persona,
+            e.project,
+            "event",
+            e.id,
+            index.event_tokens(e.persona, e.project, e.person, e.segmented),
+        )
+        for e in events
+        if e.segmented is not None
+    ]
+    if docs:
+        Fts5Postings(conn).add_many(docs)
+    for persona, project in {(event.persona, event.project) for event in events}:
+        check_capacity(conn, persona, project)
+    seq = json.loads(seqs)
+    return [receipt(event, seq[event.id], event.status, [], duplicate=False) for event in events]
 
 
 def replays(stored: StoredEvent, event: NewEvent) -> bool:
