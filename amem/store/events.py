@@ -156,6 +156,10 @@ def insert_events(conn: sqlite3.Connection, events: Sequence[NewEvent]) -> list[
     return [insert_event(conn, event) for event in events]
 
 
+BULK_CHARS = 1_000_000
+"""Most characters of text a batch of events holds to go in with a few statements."""
+
+
 def insert_requests(
     conn: sqlite3.Connection, requests: list[list[NewEvent]]
 ) -> list[list[EventReceipt]]:
@@ -164,9 +168,12 @@ def insert_requests(
 
     On SQLite, when every event is new (no ID stored, erased, or twice among them), they
     go in with a few statements for all of them (``insert_new``). Otherwise each is stored
-    as ``insert_event`` stores it, and so is every event on PostgreSQL."""
+    as ``insert_event`` stores it, and so is every event on PostgreSQL, and every event of
+    a batch holding more than ``BULK_CHARS`` of text (a few long events gain nothing from
+    it, and their text would be held twice, once as JSON)."""
     flat = [event for events in requests for event in events]
-    if len(flat) > 1 and not is_postgres(conn) and all_new(conn, flat):
+    few = len(flat) < 2 or sum(len(event.text) for event in flat) > BULK_CHARS
+    if not few and not is_postgres(conn) and all_new(conn, flat):
         receipts = iter(insert_new(conn, flat))
         return [[next(receipts) for _ in events] for events in requests]
     return [insert_events(conn, events) for events in requests]
