@@ -172,8 +172,8 @@ def insert_requests(
     a batch holding more than ``BULK_CHARS`` of text (a few long events gain nothing from
     it, and their text would be held twice, once as JSON)."""
     flat = [event for events in requests for event in events]
-    few = len(flat) < 2 or sum(len(event.text) for event in flat) > BULK_CHARS
-    if not few and not is_postgres(conn) and all_new(conn, flat):
+    one_by_one = len(flat) < 2 or sum(len(event.text) for event in flat) > BULK_CHARS
+    if not one_by_one and not is_postgres(conn) and all_new(conn, flat):
         receipts = iter(insert_new(conn, flat))
         return [[next(receipts) for _ in events] for events in requests]
     return [insert_events(conn, events) for events in requests]
