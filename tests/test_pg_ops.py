@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager, closing
 from pathlib import Path
 
 import anyio
+import psycopg
 import pytest
 from pg_cluster import Cluster
 from test_ops import PERSONA, PROJECT, archive_lines, leftovers, populate
@@ -140,6 +141,22 @@ async def test_archives_cross_between_the_databases_both_ways(
     expected = rows(full_archive)
     for name in ("p", "b", "q"):
         assert rows(tmp_path / f"{name}.jsonl") == expected, name
+
+
+async def test_an_import_into_postgres_leaves_the_planner_statistics_of_what_it_loaded(
+    pg_url: str, full_archive: Path
+) -> None:
+    """Without them PostgreSQL plans recall as over empty tables until autovacuum comes
+    by: at 100,000 memories, 59 ms a recall instead of 6.6."""
+    async with opened(pg_url) as mem:
+        await mem.import_archive(full_archive)
+    with psycopg.connect(pg_url) as conn:
+        for table in ("events", "memories", "search_docs", "search_postings"):
+            [(estimated,)] = conn.execute(
+                "select reltuples from pg_class where relname = %s", (table,)
+            ).fetchall()
+            [(counted,)] = conn.execute(f"select count(*) from {table}").fetchall()
+            assert (table, estimated) == (table, counted)
 
 
 NUMBERED = {"events": "seq", "memories": "num", "checkpoints": "num", "assignments": "num"}
