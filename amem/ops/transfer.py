@@ -38,9 +38,10 @@ from ..db.writer import immediate, storage_error
 from ..errors import InvalidInput, StorageError
 from ..limits import MAX_ARCHIVE_CELL_BYTES
 from ..models import Progress
-from ..search import index
+from ..search import index, pg_postings
 from ..search.text import segment
 from ..store import people, runs
+from ..store.capacity import recount_usage
 from ..store.facts import FADING_KINDS, topic_cue
 from ..store.tombstones import is_erased
 from . import archive, catalog, files
@@ -269,6 +270,30 @@ def load(conn: sqlite3.Connection, rows: Source, total: int, progress: Progress 
     inserted, and rows per table left out because a tombstone erased their event."""
     counts: dict[str, int] = dict.fromkeys(archive.TABLES, 0)
     erased = Erased()
+    with counted_at_the_end(conn):
+        done = load_rows(conn, rows, total, progress, counts, erased)
+    # a run that froze an event a tombstone left out keeps no copy of its text
+    runs.forget_events(conn, erased.events, db_now())
+    catalog.advance_row_numbers(conn)
+    if is_postgres(conn):
+        # PostgreSQL plans from statistics that only ANALYZE (or autovacuum, minutes
+        # later) gathers: recall over 100,000 memories just loaded took 59 ms at p50
+        # instead of 6.6 (bench/recall.py --db)
+        conn.execute("analyze")
+    report(progress, done, total, final=True)
+    return counts, erased.skipped
+
+
+def load_rows(
+    conn: sqlite3.Connection,
+    rows: Source,
+    total: int,
+    progress: Progress | None,
+    counts: dict[str, int],
+    erased: Erased,
+) -> int:
+    """Insert the rows ``erased`` does not leave out, counting them in ``counts``; returns
+    how many were read."""
     done = 0
     for table, values, where in rows:
         done += 1
@@ -280,16 +305,39 @@ def load(conn: sqlite3.Connection, rows: Source, total: int, progress: Progress 
             continue
         insert(conn, table, row, where)
         counts[table] += 1
-    # a run that froze an event a tombstone left out keeps no copy of its text
-    runs.forget_events(conn, erased.events, db_now())
-    catalog.advance_row_numbers(conn)
-    if is_postgres(conn):
-        # PostgreSQL plans from statistics that only ANALYZE (or autovacuum, minutes
-        # later) gathers: recall over 100,000 memories just loaded took 59 ms at p50
-        # instead of 6.6 (bench/recall.py --db)
-        conn.execute("analyze")
-    report(progress, done, total, final=True)
-    return counts, erased.skipped
+    return done
+
+
+COUNTING_TRIGGERS = {
+    "events": "events_usage_added",
+    "memories": "memories_usage_added",
+    "search_docs": "search_docs_usage_added",
+}
+"""The triggers that count each loaded row into its scope's one row of ``scope_usage``."""
+
+
+@contextmanager
+def counted_at_the_end(conn: sqlite3.Connection) -> Iterator[None]:
+    """On PostgreSQL, count the scopes' usage and the index totals once after the load,
+    not once per row: PostgreSQL keeps every update of a row as a new version until the
+    transaction ends, and each update passes over the earlier ones, so a counter row
+    updated per loaded row made a load of 200,000 rows take 40 minutes. Its counting
+    triggers are off meanwhile (in the load's transaction: a failed load leaves them on).
+    On SQLite a row updated in place costs the same each time: nothing changes."""
+    if not is_postgres(conn):
+        yield
+        return
+    for table, trigger in COUNTING_TRIGGERS.items():
+        conn.execute(f"alter table {table} disable trigger {trigger}")
+    loading = pg_postings.LOADING.set(True)
+    try:
+        yield
+    finally:
+        pg_postings.LOADING.reset(loading)
+    recount_usage(conn)
+    pg_postings.PgPostings(conn).recount_totals()
+    for table, trigger in COUNTING_TRIGGERS.items():
+        conn.execute(f"alter table {table} enable trigger {trigger}")
 
 
 class Erased:

@@ -22,10 +22,18 @@ from __future__ import annotations
 import sqlite3
 import unicodedata
 from collections.abc import Sequence
+from contextvars import ContextVar
 
 from ..db.in_lists import marks
 from .postings import Count, Eligible, ScopeRows, Within
 from .text import person_token
+
+LOADING: ContextVar[bool] = ContextVar("loading", default=False)
+"""Whether a load of many documents runs in this context (``ops.transfer.load``): ``add``
+then leaves ``search_totals`` to it, which counts them once at its end (``recount_totals``).
+PostgreSQL keeps every update of that one row as a new version until the transaction ends,
+and each update passes over the earlier ones: one per document of a large load made it
+quadratic."""
 
 SELECT_SCOPE_BOUNDS = """
 select (select persona || char(31) || project from search_docs order by persona, project limit 1),
@@ -74,6 +82,10 @@ where persona = :persona and project = :project and term = any(cast(:terms as te
 UPDATE_TOKENS = "update search_docs set tokens = ?, length = ? where num = ?"
 DELETE_DOC = "delete from search_docs where num = ?"
 ADD_TOTALS = "update search_totals set documents = documents + ?, tokens = tokens + ?"
+RECOUNT_TOTALS = """
+update search_totals set documents = d.documents, tokens = d.tokens
+from (select count(*) as documents, coalesce(sum(length), 0) as tokens from search_docs) d
+"""
 
 
 # Newer than the floor, its tokens, folded like the postings (``translate`` only where a
@@ -169,7 +181,8 @@ class PgPostings:
         row = (persona, project, doc_kind, ref, tokens, length)
         [num] = self.conn.execute(INSERT_DOC, row).fetchone()
         self._write(INSERT_POSTINGS, persona, project, num, terms_of(tokens))
-        self.conn.execute(ADD_TOTALS, (1, length))
+        if not LOADING.get():
+            self.conn.execute(ADD_TOTALS, (1, length))
         return int(num)
 
     def retoken(self, num: int, persona: str, project: str, old: str, new: str) -> None:
@@ -196,6 +209,10 @@ class PgPostings:
 
     def merge_step(self) -> bool:
         return False  # a B-tree needs no merging
+
+    def recount_totals(self) -> None:
+        """Set ``search_totals`` from the documents (after a load: ``LOADING``)."""
+        self.conn.execute(RECOUNT_TOTALS)
 
     def clear(self) -> None:
         self.conn.execute("delete from search_postings")
