@@ -679,7 +679,7 @@ class Scope:
         every item is validated first, and one refused event stores none (``field`` names
         the list in errors)."""
         made = await self._new_events(items, field=field)
-        receipts = await self._runtime.write_together(events.insert_requests, list(made))
+        receipts = await self._runtime.write_together(events.insert_requests, made)
         self._runtime.after_commit(receipts)
         return receipts
 

@@ -308,12 +308,9 @@ def load_rows(
     return done
 
 
-COUNTING_TRIGGERS = {
-    "events": "events_usage_added",
-    "memories": "memories_usage_added",
-    "search_docs": "search_docs_usage_added",
-}
-"""The triggers that count each loaded row into its scope's one row of ``scope_usage``."""
+COUNTED_TABLES = ("events", "memories", "search_docs")
+"""The tables whose ``<table>_usage_added`` trigger counts each row into its scope's one
+row of ``scope_usage`` (``db.schema``)."""
 
 
 @contextmanager
@@ -327,8 +324,8 @@ def counted_at_the_end(conn: sqlite3.Connection) -> Iterator[None]:
     if not is_postgres(conn):
         yield
         return
-    for table, trigger in COUNTING_TRIGGERS.items():
-        conn.execute(f"alter table {table} disable trigger {trigger}")
+    for table in COUNTED_TABLES:
+        conn.execute(f"alter table {table} disable trigger {table}_usage_added")
     loading = pg_postings.LOADING.set(True)
     try:
         yield
@@ -336,8 +333,8 @@ def counted_at_the_end(conn: sqlite3.Connection) -> Iterator[None]:
         pg_postings.LOADING.reset(loading)
     recount_usage(conn)
     pg_postings.PgPostings(conn).recount_totals()
-    for table, trigger in COUNTING_TRIGGERS.items():
-        conn.execute(f"alter table {table} enable trigger {trigger}")
+    for table in COUNTED_TABLES:
+        conn.execute(f"alter table {table} enable trigger {table}_usage_added")
 
 
 class Erased:

@@ -82,9 +82,10 @@ where persona = :persona and project = :project and term = any(cast(:terms as te
 UPDATE_TOKENS = "update search_docs set tokens = ?, length = ? where num = ?"
 DELETE_DOC = "delete from search_docs where num = ?"
 ADD_TOTALS = "update search_totals set documents = documents + ?, tokens = tokens + ?"
-RECOUNT_TOTALS = """
-update search_totals set documents = d.documents, tokens = d.tokens
-from (select count(*) as documents, coalesce(sum(length), 0) as tokens from search_docs) d
+COUNTED_TOTALS = "select count(*) as documents, coalesce(sum(length), 0) as tokens from search_docs"
+"""What ``search_totals`` holds, counted from the documents."""
+RECOUNT_TOTALS = f"""
+update search_totals set documents = d.documents, tokens = d.tokens from ({COUNTED_TOTALS}) d
 """
 
 
@@ -234,11 +235,9 @@ class PgPostings:
 CHECKS = (
     (
         "total(s) out of step",
-        """
+        f"""
         select (t.documents != d.documents)::int + (t.tokens != d.tokens)::int
-        from search_totals t,
-            (select count(*) as documents, coalesce(sum(length), 0) as tokens
-             from search_docs) d
+        from search_totals t, ({COUNTED_TOTALS}) d
         """,
     ),
     (
