@@ -338,6 +338,7 @@ async def test_every_item_carries_its_source_events_role(scope: amem.Scope) -> N
         "system": "system",
         "tool": "tool",
         memory.id: "assistant",
+        "a-1": "assistant",  # "green tea", which its memory does not say: the message itself
     }
     assert all(item.raw_fallback for item in items if item.id != memory.id)
 

@@ -467,7 +467,7 @@ async def test_many_newer_matches_do_not_hide_what_was_true_at_as_of(
     ("event", "text", "quote", "query"),
     [
         ("我搬到杭州了", "User moved to Hangzhou", "搬到杭州", "杭州"),
-        ("Last spring I moved to Hangzhou", "用户搬到了杭州", "moved to Hangzhou", "spring"),
+        ("Last spring I moved to Hangzhou", "用户搬到了杭州", "moved to Hangzhou", "Hangzhou"),
     ],
 )
 async def test_a_memory_is_found_through_its_source_event(
@@ -520,16 +520,84 @@ async def test_an_event_with_derived_memories_is_not_returned_raw(scope: amem.Sc
     receipt = await scope.submit_event("我搬到杭州了，离西湖很近", role="user", occurred_at=RECENT)
     [raw] = (await scope.recall("西湖", as_of=AS_OF)).items
     assert raw.raw_fallback
-    memories = await scope.add_memories(
+    hangzhou, west_lake = await scope.add_memories(
         receipt.event_id,
         [
             memory_draft("User lives in Hangzhou", "搬到杭州"),
             memory_draft("User lives near West Lake", "离西湖很近"),
         ],
     )
-    items = (await scope.recall("西湖", as_of=AS_OF)).items
-    assert {item.id for item in items} == {memory.id for memory in memories}
-    assert not any(item.raw_fallback for item in items)
+    # the message's words are the memories' now, each taking the words it quotes
+    [item] = (await scope.recall("西湖", as_of=AS_OF)).items
+    assert (item.id, item.raw_fallback) == (west_lake.id, False)
+    both = (await scope.recall("杭州 西湖", as_of=AS_OF)).items
+    assert {item.id for item in both} == {west_lake.id, hangzhou.id}
+    assert not any(item.raw_fallback for item in both)
+
+
+@pytest.mark.parametrize(
+    ("said", "kept", "quote", "other", "cat_query"),
+    [
+        (
+            "I have a cat named Mochi, and I'm allergic to peanuts",
+            "User has a cat named Mochi",
+            "I have a cat named Mochi",
+            "peanuts",
+            "Mochi",
+        ),
+        (
+            "我养了一只叫麻薯的猫，而且我对花生过敏",
+            "用户养了一只叫麻薯的猫",
+            "我养了一只叫麻薯的猫",
+            "花生",
+            "麻薯",
+        ),
+    ],
+)
+async def test_words_no_memory_says_bring_back_the_message_not_its_memory(
+    scope: amem.Scope, said: str, kept: str, quote: str, other: str, cat_query: str
+) -> None:
+    """A message may say more than its memories keep: the memory of the cat says nothing
+    about peanuts, so a recall of peanuts finds the message itself, never the cat."""
+    receipt = await scope.submit_event(said, role="user", occurred_at=RECENT)
+    [cat] = await scope.add_memories(receipt.event_id, [memory_draft(kept, quote)])
+    [item] = (await scope.recall(other, as_of=AS_OF)).items
+    assert (item.id, item.text, item.raw_fallback) == (receipt.event_id, said, True)
+    [item] = (await scope.recall(cat_query, as_of=AS_OF)).items
+    assert (item.id, item.raw_fallback) == (cat.id, False)
+    both = (await scope.recall(f"{cat_query} {other}", as_of=AS_OF)).items
+    assert {item.id for item in both} == {cat.id, receipt.event_id}
+
+
+async def test_a_word_of_a_fact_that_ended_brings_back_neither_message_nor_sibling(
+    scope: amem.Scope,
+) -> None:
+    """The words of a memory that is no longer valid are still that memory's: a message
+    that said where the user lived and what pet they have does not come back for the old
+    city once the residence changed, and neither does the pet."""
+    receipt = await scope.submit_event(
+        "I live in Berlin and I have a cat named Mochi", role="user", occurred_at=OLD
+    )
+    berlin, _ = await scope.add_memories(
+        receipt.event_id,
+        [
+            memory_draft(
+                "User lives in Berlin", "I live in Berlin", subject="user", fact_key="residence"
+            ),
+            memory_draft("User has a cat named Mochi", "I have a cat named Mochi"),
+        ],
+    )
+    await derive(
+        scope,
+        "I moved to Lisbon",
+        "User lives in Lisbon",
+        "I moved to Lisbon",
+        subject="user",
+        fact_key="residence",
+    )
+    assert (await scope.recall("Berlin", as_of=AS_OF)).items == []
+    history = await scope.recall("Berlin", as_of=AS_OF, include_history=True)
+    assert [(item.id, item.expired) for item in history.items] == [(berlin.id, True)]
 
 
 @pytest.mark.parametrize(

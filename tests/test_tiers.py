@@ -83,7 +83,7 @@ async def test_every_kind_has_a_default_tier_and_a_draft_may_name_one(
     assert working.tier == "working"
     assert working.expires_at == working.created_at + timedelta(hours=24)
     assert all(r.expires_at is None and not r.pinned for r in records[:-1])
-    hits = await scope.recall("Hangzhou", limit=20)
+    hits = await scope.recall("Hangzhou tea", limit=20)  # words every memory says
     assert {(item.id, item.tier) for item in hits.items} == {(r.id, r.tier) for r in records}
     found = await scope.recall("shop list")
     assert [(i.id, i.tier, i.pinned) for i in found.items] == [(working.id, "working", False)]

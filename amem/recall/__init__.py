@@ -193,11 +193,11 @@ def word_matches(
     gave fewer eligible candidates than ``limit`` (revoked, amended or not yet valid at an
     earlier ``as_of``), the terms are looked up again counting only eligible documents."""
     lexical = lexical_matches(conn, q, where, False, known)
-    add_candidates(conn, found, where, lexical.matches, q, hybrid)
+    add_candidates(conn, found, where, lexical, q, hybrid)
     if lexical.capped and len(found) < q.limit:
         found.clear()
         lexical = lexical_matches(conn, q, where, True, known)
-        add_candidates(conn, found, where, lexical.matches, q, hybrid)
+        add_candidates(conn, found, where, lexical, q, hybrid)
     return lexical
 
 
@@ -205,7 +205,7 @@ def add_candidates(
     conn: sqlite3.Connection,
     found: dict[str, Candidate],
     where: Eligibility,
-    matches: dict[tuple[str, str], float],
+    words: Lexical,
     q: RecallQuery,
     hybrid: bool,
 ) -> None:
@@ -223,11 +223,12 @@ def add_candidates(
     The items returned are exactly those a full read would return; a scope whose events
     have no memories yet (no extraction configured) is common.
     """
+    matches = words.matches
     order = sorted(matches, key=matches.__getitem__, reverse=True)
     head, rest = order[: 2 * q.limit], order[2 * q.limit :]
 
     def add(keys: list[tuple[str, str]]) -> None:
-        add_lexical(conn, found, where, {key: matches[key] for key in keys})
+        add_lexical(conn, found, where, {key: matches[key] for key in keys}, words)
 
     if hybrid:
         add(order[: max(q.depth, q.limit)])

@@ -7,6 +7,8 @@ import itertools
 import math
 import sqlite3
 from collections import defaultdict
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 from ..db.in_lists import marks
@@ -69,6 +71,12 @@ class Lexical(NamedTuple):
     """Each scored term's document frequency and idf in the scope..."""
     documents: float = 1.0
     """...of this many documents: what chance gives the query (``chance.WordChance``)."""
+    weights: Mapping[str, float] = MappingProxyType({})
+    """Each scored term's idf, by term."""
+    holding: Mapping[str, frozenset[str]] = MappingProxyType({})
+    """The scored terms each matched event holds, by event ID: which of its words a
+    memory derived from it says decides how much of its match the memory takes
+    (``evidence.word_shares``)."""
 
 
 def lexical_matches(
@@ -146,7 +154,12 @@ def lexical_matches(
     # removes diacritics) holds none of the query's words as written: no evidence
     matches = {(kind, ref): scored[num] / scale for num, kind, ref in best if scored[num] > 0}
     stats = tuple((t.df, idf[t.text]) for t in terms)
-    return Lexical(matches, capped, scale, stats, total)
+    said = {
+        ref: frozenset(term for term, _ in term_counts(scanned[num], idf, held.get(num, set())))
+        for num, kind, ref in best
+        if kind == "event" and scored[num] > 0
+    }
+    return Lexical(matches, capped, scale, stats, total, idf, said)
 
 
 class Term(NamedTuple):
