@@ -18,9 +18,10 @@ grows; ``ranked_candidates`` below runs them in this order:
    however old), those holding the query as a phrase, and the newest documents of each
    term, the rarest first, up to ``POSTINGS`` postings; all scored with BM25 on their
    stored tokens. A matching event brings in the current memories derived from it (a
-   Chinese message finds the English memory extracted from it), or comes back itself as
-   raw fallback if nothing was derived from it and it was not amended. No query ever reads
-   every posting of a common term.
+   Chinese message finds the English memory extracted from it), each with the share of
+   the match that the words it says weigh (``evidence.word_shares``), or comes back itself
+   as raw fallback if nothing was derived from it and it was not amended, or for the
+   words none of its memories says. No query ever reads every posting of a common term.
 4. **Meaning** (``nearest``): the ``RANKED`` memories and events nearest the query's
    vector, which also says how the query's cosines spread over the scope; they count
    only when the query has evidence (a word match, or a nearest vector that is evidence
