@@ -135,7 +135,7 @@ def lexical_matches(
     docs, scanned = scan_documents(conn, chosen)
     cut = {num for num, doc in scanned.items() if doc.cut}
     held = found_holding(cut, term_rows, lookups, phrase, sequence) if cut else {}
-    scored = bm25(scanned, idf, index.average_length() - 1, held)  # less the scope token
+    scored, holds = bm25(scanned, idf, index.average_length() - 1, held)  # less the scope token
     whole = sum(idf.values())
     if len(sequence) > 1:
         holding = set(phrase) | {num for num, doc in scanned.items() if doc.holds(sequence)}
@@ -154,11 +154,7 @@ def lexical_matches(
     # removes diacritics) holds none of the query's words as written: no evidence
     matches = {(kind, ref): scored[num] / scale for num, kind, ref in best if scored[num] > 0}
     stats = tuple((t.df, idf[t.text]) for t in terms)
-    said = {
-        ref: frozenset(term for term, _ in term_counts(scanned[num], idf, held.get(num, set())))
-        for num, kind, ref in best
-        if kind == "event" and scored[num] > 0
-    }
+    said = {ref: holds[num] for num, kind, ref in best if kind == "event" and scored[num] > 0}
     return Lexical(matches, capped, scale, stats, total, idf, said)
 
 
@@ -494,22 +490,25 @@ def bm25(
     idf: dict[str, float],
     average: float,
     held: dict[int, set[str]] | None = None,
-) -> dict[int, float]:
+) -> tuple[dict[int, float], dict[int, frozenset[str]]]:
     """Okapi BM25 of each document's tokens for the query terms in ``idf``, ``average`` the
-    index's average document length (as FTS5's own ``bm25`` has it).
+    index's average document length (as FTS5's own ``bm25`` has it), and the terms each
+    document holds.
 
     A document read only in part (``Scanned.cut``) has its counts scaled from the part
     read to its whole length, and a term the index found it by (``held``) counts at least once:
     a long document matched past its first tokens still scores."""
     average = average if average > 0 else 1.0
-    scores = {}
+    scores, holding = {}, {}
     for rowid, doc in documents.items():
         norm = K1 * (1 - B + B * doc.length / average)
         total = 0.0
-        for term, n in term_counts(doc, idf, (held or {}).get(rowid, set())):
+        counts = term_counts(doc, idf, (held or {}).get(rowid, set()))
+        for term, n in counts:
             total += idf[term] * n * (K1 + 1) / (n + norm)
         scores[rowid] = total
-    return scores
+        holding[rowid] = frozenset(term for term, _ in counts)
+    return scores, holding
 
 
 def term_counts(doc: Scanned, idf: dict[str, float], held: set[str]) -> list[tuple[str, float]]:
