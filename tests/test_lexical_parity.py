@@ -156,6 +156,7 @@ PHRASES = [
     ["crème", "brûlée"],
     ["西", "湖"],
     ["green", "jazz"],
+    ["build", "is", "green", "jazz", "on", "the"],  # more tokens than PostgreSQL joins
 ]
 
 
@@ -165,10 +166,16 @@ def lookups(conn: sqlite3.Connection, person: str | None) -> list[object]:
     within = index.within("p", "q", person)
     found: list[object] = [index.whole(within), round(index.average_length(), 9)]
     for terms in LOOKUPS:
-        found += [index.newest(within, terms, 3), index.oldest(within, terms, 3)]
+        # as common as each other (PostgreSQL merges their postings), or unknown (it probes)
+        for sizes in ([1000.0] * len(terms), ()):
+            found += [index.newest(within, terms, 3, sizes), index.oldest(within, terms, 3, sizes)]
     found.append(index.counts(within, [terms[0] for terms in LOOKUPS], 5))
     for tokens in PHRASES:
-        found += [index.phrase(within, tokens, 0, 10), index.phrase(within, tokens, 5, 2)]
+        for sizes in ([1000.0] * len(tokens), [float(n) for n in range(1, len(tokens) + 1)], ()):
+            found += [
+                index.phrase(within, tokens, 0, 10, sizes),
+                index.phrase(within, tokens, 5, 2, sizes),
+            ]
     found.append(index.sizes(list(range(1, 30))))
     return found
 

@@ -982,7 +982,8 @@ async def test_a_small_limit_returns_the_top_of_a_large_one(
     raw events is in play); what it returns must be exactly the top of a full read, links
     between memories included. A scope of at most ``RANKED`` (50) matches is read whole
     at any limit; past that, a limit that copies of one text leave unfilled reads deeper
-    (``test_recall_fills_its_limit_after_eighty_copies_of_one_text``) and may find a fresher copy."""
+    (``test_recall_fills_its_limit_after_eighty_copies_of_one_text``) and may find a
+    fresher copy."""
     scope = mem.scope(persona="fuzz", project=uuid.uuid4().hex)
     event_ids = [""] * len(texts)
 

@@ -118,13 +118,13 @@ def lexical_matches(
     total = scope_documents(conn, q, within, newest, known)
     idf = {t.text: math.log(1 + (total - min(t.df, total) + 0.5) / (t.df + 0.5)) for t in terms}
     ranked = max(q.depth, q.limit)
-    lookups = Intersections(index, within, ranked)
+    lookups = Intersections(index, within, ranked, terms)
     together, saturated = conjunctions(lookups, clauses, terms, q.limit)
     sequence = phrase_tokens(q.query) if len(distinct) - len(q.named) <= PHRASE_TOKENS else []
     # Documents holding the query's tokens in its order count the phrase as one more term
     # (as rare as they are). Below ``ranked``, every document holding all the terms is a
     # candidate already, so its tokens tell; above it, the index looks the phrase up.
-    phrase = phrase_matches(index, sequence, within, ranked, newest) if saturated else []
+    phrase = phrase_matches(lookups, sequence, newest, total) if saturated else []
     presence: defaultdict[int, float] = defaultdict(float)
     for text, rows in term_rows.items():
         for rowid in rows:
@@ -345,10 +345,11 @@ class Intersections:
     """One query's conjunctions: each set of terms looked up once, at most
     ``CONJUNCTIONS`` lookups."""
 
-    def __init__(self, index: Postings, within: Within, ranked: int) -> None:
+    def __init__(self, index: Postings, within: Within, ranked: int, terms: list[Term]) -> None:
         self.index, self.within, self.ranked = index, within, ranked
         self.left = CONJUNCTIONS
         self.known: dict[tuple[frozenset[str], bool], list[int]] = {}
+        self.sizes = {term.text: term.df for term in terms}
 
     def holding(self, terms: list[str], newest: bool = False) -> list[int] | None:
         """Up to ``ranked`` documents holding every term (the newest ones if ``newest``,
@@ -359,7 +360,8 @@ class Intersections:
                 return None
             self.left -= 1
             lookup = self.index.newest if newest else self.index.oldest
-            self.known[key] = lookup(self.within, terms, self.ranked)
+            sizes = [self.sizes[term] for term in terms]
+            self.known[key] = lookup(self.within, terms, self.ranked, sizes)
         return self.known[key]
 
 
@@ -392,14 +394,17 @@ def grown(lookups: Intersections, terms: list[str]) -> tuple[list[int], bool]:
 
 
 def phrase_matches(
-    index: Postings, sequence: list[str], within: Within, ranked: int, newest: int
+    lookups: Intersections, sequence: list[str], newest: int, total: float
 ) -> list[int]:
     """Documents holding ``sequence`` (a query's ``phrase_tokens``) in order, among the
     ``PHRASE_WINDOW`` newest documents: a phrase of common words costs the index the positions
-    of every document holding them all, so the lookup is bounded like the rest."""
+    of every document holding them all, so the lookup is bounded like the rest. A token
+    that is no scored term (a function word) counts as held by every document."""
     if not 1 < len(sequence) <= PHRASE_TOKENS:
         return []
-    return index.phrase(within, sequence, newest - PHRASE_WINDOW, ranked)
+    sizes = [lookups.sizes.get(token, total) for token in sequence]
+    floor = newest - PHRASE_WINDOW
+    return lookups.index.phrase(lookups.within, sequence, floor, lookups.ranked, sizes)
 
 
 class Scanned(NamedTuple):

@@ -112,10 +112,14 @@ class Fts5Postings:
     def for_own_token(self, within: Within) -> Within:
         return ""  # only the documents ``within`` narrows to hold its token
 
-    def newest(self, within: Within, terms: Sequence[str], limit: int) -> list[int]:
+    def newest(
+        self, within: Within, terms: Sequence[str], limit: int, sizes: Sequence[float] = ()
+    ) -> list[int]:
         return self._rows(SELECT_NEWEST, {"match": match(terms, within), "per_term": limit})
 
-    def oldest(self, within: Within, terms: Sequence[str], limit: int) -> list[int]:
+    def oldest(
+        self, within: Within, terms: Sequence[str], limit: int, sizes: Sequence[float] = ()
+    ) -> list[int]:
         return self._rows(SELECT_OLDEST, {"match": match(terms, within), "per_term": limit})
 
     def counts(self, within: Within, terms: Sequence[str], limit: int) -> list[Count]:
@@ -129,7 +133,14 @@ class Fts5Postings:
             found[n] = Count(count, first or 0, oldest_last or 0)
         return found
 
-    def phrase(self, within: Within, tokens: Sequence[str], floor: int, limit: int) -> list[int]:
+    def phrase(
+        self,
+        within: Within,
+        tokens: Sequence[str],
+        floor: int,
+        limit: int,
+        sizes: Sequence[float] = (),
+    ) -> list[int]:
         query = {"match": literal(" ".join(tokens)) + narrowing(within), "floor": floor}
         return self._rows(SELECT_PHRASE, {**query, "per_term": limit})
 

@@ -80,22 +80,35 @@ class Postings(Protocol):
         person's), which every document narrowed to holds."""
         ...
 
-    def newest(self, within: Within, terms: Sequence[str], limit: int) -> list[int]:
-        """Up to ``limit`` documents holding every term, newest first."""
+    def newest(
+        self, within: Within, terms: Sequence[str], limit: int, sizes: Sequence[float] = ()
+    ) -> list[int]:
+        """Up to ``limit`` documents holding every term, newest first. ``sizes``, when
+        given: how many documents hold each term (an estimate), which an implementation
+        may use to choose how to intersect them."""
         ...
 
-    def oldest(self, within: Within, terms: Sequence[str], limit: int) -> list[int]:
+    def oldest(
+        self, within: Within, terms: Sequence[str], limit: int, sizes: Sequence[float] = ()
+    ) -> list[int]:
         """Up to ``limit`` documents holding every term, oldest first (the cheaper end on
-        FTS5)."""
+        FTS5); ``sizes`` as for ``newest``."""
         ...
 
     def counts(self, within: Within, terms: Sequence[str], limit: int) -> list[Count]:
         """Each term's documents, counted up to ``limit``; in the order of ``terms``."""
         ...
 
-    def phrase(self, within: Within, tokens: Sequence[str], floor: int, limit: int) -> list[int]:
+    def phrase(
+        self,
+        within: Within,
+        tokens: Sequence[str],
+        floor: int,
+        limit: int,
+        sizes: Sequence[float] = (),
+    ) -> list[int]:
         """Up to ``limit`` documents newer than ``floor`` holding ``tokens`` side by side,
-        in order; oldest first."""
+        in order; oldest first. ``sizes`` as for ``newest``, one for each token."""
         ...
 
     def eligible_newest(self, within: Within, term: str, eligible: Eligible) -> list[int]:
