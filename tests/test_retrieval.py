@@ -963,10 +963,10 @@ VOCABULARY = ["tea", "jazz", "杭州", "茶馆"]
     texts=st.lists(
         st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=3).map(" ".join),
         min_size=20,
-        max_size=50,  # RANKED: past it, a large limit may read deeper than a small one
+        max_size=45,  # with 5 memories, RANKED (50) documents: a large limit reads no deeper
     ),
-    days=st.lists(st.integers(min_value=0, max_value=3000), min_size=50, max_size=50),
-    derived=st.sets(st.integers(min_value=0, max_value=49), max_size=5),
+    days=st.lists(st.integers(min_value=0, max_value=3000), min_size=45, max_size=45),
+    derived=st.sets(st.integers(min_value=0, max_value=44), max_size=5),
     query=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=2).map(" ".join),
     limit=st.integers(min_value=1, max_value=12),
 )
@@ -991,7 +991,7 @@ async def test_a_small_limit_returns_the_top_of_a_large_one(
         when = (datetime.fromisoformat(AS_OF) - timedelta(days=days[n])).isoformat()
         event_ids[n] = (await scope.submit_event(text, role="user", occurred_at=when)).event_id
 
-    # submitted at once, so a scope is a few commits: 100 examples of up to 50 events
+    # submitted at once, so a scope is a few commits: 100 examples of up to 45 events
     # one commit each outlasted the test timeout where fsync was slow
     async with anyio.create_task_group() as tg:
         for n, text in enumerate(texts):
