@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from ..db.in_lists import marks
 from ..db.schema import CREATE_SEARCH_FTS, SEARCH_FTS_SHADOWS
-from .postings import Count, Eligible, Within
+from .postings import Count, Eligible, Sizes, Within
 from .text import literal, person_token, scope_token
 
 SELECT_NEWEST = """
@@ -113,12 +113,12 @@ class Fts5Postings:
         return ""  # only the documents ``within`` narrows to hold its token
 
     def newest(
-        self, within: Within, terms: Sequence[str], limit: int, sizes: Sequence[float] = ()
+        self, within: Within, terms: Sequence[str], limit: int, sizes: Sizes = ()
     ) -> list[int]:
         return self._rows(SELECT_NEWEST, {"match": match(terms, within), "per_term": limit})
 
     def oldest(
-        self, within: Within, terms: Sequence[str], limit: int, sizes: Sequence[float] = ()
+        self, within: Within, terms: Sequence[str], limit: int, sizes: Sizes = ()
     ) -> list[int]:
         return self._rows(SELECT_OLDEST, {"match": match(terms, within), "per_term": limit})
 
@@ -134,12 +134,7 @@ class Fts5Postings:
         return found
 
     def phrase(
-        self,
-        within: Within,
-        tokens: Sequence[str],
-        floor: int,
-        limit: int,
-        sizes: Sequence[float] = (),
+        self, within: Within, tokens: Sequence[str], floor: int, limit: int, sizes: Sizes = ()
     ) -> list[int]:
         query = {"match": literal(" ".join(tokens)) + narrowing(within), "floor": floor}
         return self._rows(SELECT_PHRASE, {**query, "per_term": limit})

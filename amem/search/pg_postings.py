@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from contextvars import ContextVar
 
 from ..db.in_lists import marks
-from .postings import Count, Eligible, ScopeRows, Within
+from .postings import Count, Eligible, ScopeRows, Sizes, Within
 from .text import person_token
 
 LOADING: ContextVar[bool] = ContextVar("loading", default=False)
@@ -124,13 +124,13 @@ class PgPostings:
         return within  # the scope's columns narrow every lookup: its token adds nothing
 
     def newest(
-        self, within: Within, terms: Sequence[str], limit: int, sizes: Sequence[float] = ()
+        self, within: Within, terms: Sequence[str], limit: int, sizes: Sizes = ()
     ) -> list[int]:
         sql, params = holding(rows_of(within), terms, joined(sizes))
         return self._nums(f"select t0.num {sql} order by t0.num desc limit :limit", params, limit)
 
     def oldest(
-        self, within: Within, terms: Sequence[str], limit: int, sizes: Sequence[float] = ()
+        self, within: Within, terms: Sequence[str], limit: int, sizes: Sizes = ()
     ) -> list[int]:
         sql, params = holding(rows_of(within), terms, joined(sizes))
         return self._nums(f"select t0.num {sql} order by t0.num limit :limit", params, limit)
@@ -153,12 +153,7 @@ class PgPostings:
         return found
 
     def phrase(
-        self,
-        within: Within,
-        tokens: Sequence[str],
-        floor: int,
-        limit: int,
-        sizes: Sequence[float] = (),
+        self, within: Within, tokens: Sequence[str], floor: int, limit: int, sizes: Sizes = ()
     ) -> list[int]:
         if sizes:  # the rarest tokens, rarest first
             size = dict(zip(tokens, sizes, strict=True))
@@ -306,7 +301,7 @@ probes of two terms each took 81 ms; merging the same three terms' 129,222 posti
 21 ms: docs/decisions/postgres.md)."""
 
 
-def joined(sizes: Sequence[float]) -> bool:
+def joined(sizes: Sizes) -> bool:
     """Whether a conjunction of terms held by ``sizes`` documents each (the first the
     rarest) costs less merged than probed: probing reads every posting of the first term
     and looks each up in every other's, merging reads at most all of them."""

@@ -41,6 +41,11 @@ token every document found holds, or ``""`` for all): kept term counts
 (``recall.lexical.KnownTerms``) tell narrowings apart by it."""
 
 
+Sizes = Sequence[float]
+"""How many documents hold each of a lookup's terms, as recall estimated them
+(``recall.lexical.Term.df``): an implementation may choose by them how to intersect."""
+
+
 class Count(NamedTuple):
     """The documents holding a term, counted up to a limit, oldest first."""
 
@@ -81,7 +86,7 @@ class Postings(Protocol):
         ...
 
     def newest(
-        self, within: Within, terms: Sequence[str], limit: int, sizes: Sequence[float] = ()
+        self, within: Within, terms: Sequence[str], limit: int, sizes: Sizes = ()
     ) -> list[int]:
         """Up to ``limit`` documents holding every term, newest first. ``sizes``, when
         given: how many documents hold each term (an estimate), which an implementation
@@ -89,7 +94,7 @@ class Postings(Protocol):
         ...
 
     def oldest(
-        self, within: Within, terms: Sequence[str], limit: int, sizes: Sequence[float] = ()
+        self, within: Within, terms: Sequence[str], limit: int, sizes: Sizes = ()
     ) -> list[int]:
         """Up to ``limit`` documents holding every term, oldest first (the cheaper end on
         FTS5); ``sizes`` as for ``newest``."""
@@ -100,12 +105,7 @@ class Postings(Protocol):
         ...
 
     def phrase(
-        self,
-        within: Within,
-        tokens: Sequence[str],
-        floor: int,
-        limit: int,
-        sizes: Sequence[float] = (),
+        self, within: Within, tokens: Sequence[str], floor: int, limit: int, sizes: Sizes = ()
     ) -> list[int]:
         """Up to ``limit`` documents newer than ``floor`` holding ``tokens`` side by side,
         in order; oldest first. ``sizes`` as for ``newest``, one for each token."""
